@@ -1,0 +1,51 @@
+# Two commands do all set-up on a fresh machine:
+#   make book   -> book/_build/html/index.html  (quick profile by default)
+#   make test   -> pytest (unit, property, oracle and notebook smoke tests)
+# Both create .venv with pip and install what they need the first time; after
+# that they only redo what changed.
+
+PYTHON  ?= python3
+VENV    ?= .venv
+PROFILE ?= quick
+PY      := $(VENV)/bin/python
+MATHJAX_VERSION := 3.2.2
+MATHJAX := book/mathjax/tex-mml-chtml.js
+
+.PHONY: book test venv mathjax clean distclean help
+
+help:
+	@echo "make book     build the HTML book (PROFILE=quick|paper|smoke, default quick)"
+	@echo "make test     run the tests"
+	@echo "make clean    remove executed notebooks and the HTML build"
+
+# The environment: re-installed only when requirements.txt or pyproject.toml change.
+$(VENV)/.installed: requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	@touch $@
+
+venv: $(VENV)/.installed
+
+# MathJax 3 from the npm registry, served by the book itself (no CDN at read time).
+$(MATHJAX):
+	@command -v npm >/dev/null || { echo "npm is needed once to install MathJax 3 (apt-get install npm)"; exit 1; }
+	npm install --silent --no-save --no-audit --no-fund --prefix .cache/npm mathjax@$(MATHJAX_VERSION)
+	mkdir -p book/mathjax
+	cd .cache/npm/node_modules/mathjax/es5 && cp -r tex-mml-chtml.js input output ui a11y sre adaptors $(CURDIR)/book/mathjax/
+
+mathjax: $(MATHJAX)
+
+book: venv mathjax
+	$(VENV)/bin/robattr build --profile $(PROFILE)
+
+test: venv mathjax
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf book/_build book/.robattr-stamps.json
+	find book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -delete
+
+distclean: clean
+	rm -rf $(VENV) .cache book/mathjax

@@ -1,0 +1,34 @@
+"""robattr: robustness of feature attributions, the package behind the book.
+
+Submodules (imported on first use, so ``import robattr`` stays cheap):
+
+``data``          datasets with pixels in [0, 1] (digits ships offline)
+``models``        LeNet, small CNN/MLP, ResNets, ``set_activation``
+``attributions``  differentiable, batched attribution methods
+``train``         one trainer and its losses
+``zoo``           ``get_model``: train once, cache by configuration hash
+``params``        validation of notebook parameters
+``pipeline``      papermill + jupyter-book build, profiles
+``viz``           heatmaps and tables for the book
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_SUBMODULES = {
+    "attributions", "data", "models", "params", "pipeline", "train", "utils", "viz", "zoo",
+}
+
+__all__ = sorted(_SUBMODULES | {"__version__", "check_params", "get_device", "seed_everything"})
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"robattr.{name}")
+    if name in {"get_device", "seed_everything"}:
+        return getattr(importlib.import_module("robattr.utils"), name)
+    if name == "check_params":
+        return importlib.import_module("robattr.params").check
+    raise AttributeError(f"module 'robattr' has no attribute {name!r}")

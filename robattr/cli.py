@@ -1,0 +1,144 @@
+"""The ``robattr`` command: list, run and build the book's notebooks."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from robattr import __version__
+
+EPILOG = """\
+examples:
+  robattr list                                   notebooks and their parameters
+  robattr run example/digits_saliency -p epochs 1
+  robattr build                                  execute what changed (quick profile), build HTML
+  robattr build --profile paper --only 'wang2020/*'
+
+profiles: quick (default: sklearn digits, small models, 2 CPU cores),
+          paper (the papers' datasets and sample counts, a GPU), smoke (tests).
+environment: ROBATTR_DATA (datasets), ROBATTR_CACHE (model zoo), ROBATTR_ROOT (book).
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="robattr", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Execute the robattr book's notebooks with papermill and build it "
+                    "with jupyter-book.")
+    p.add_argument("--version", action="version", version=f"robattr {__version__}")
+    p.add_argument("--root", help="the book's folder (default: found from the working directory)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ls = sub.add_parser("list", help="list notebooks and their parameters")
+    ls.add_argument("--profile", default="quick", help="show this profile's values (default quick)")
+
+    run = sub.add_parser("run", help="execute one notebook with parameters, then rebuild the HTML")
+    run.add_argument("notebook", help="key (example/digits_saliency) or path of a notebook")
+    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
+                     metavar=("NAME", "VALUE"), help="set a parameter (VALUE is read as YAML)")
+    run.add_argument("--profile", default="quick", help="base parameters (default quick)")
+    run.add_argument("-o", "--output", help="write the executed notebook here instead of the book")
+    run.add_argument("--no-html", action="store_true", help="do not rebuild the HTML book")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    b = sub.add_parser("build", help="execute changed notebooks and build the HTML book")
+    b.add_argument("--profile", default="quick", help="quick (default), paper, smoke or a .yml path")
+    b.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
+    b.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
+                   metavar=("NAME", "VALUE"), help="override a parameter in every selected notebook")
+    b.add_argument("--force", action="store_true", help="re-execute even unchanged notebooks")
+    b.add_argument("--no-html", action="store_true", help="execute only, do not run jupyter-book")
+    b.add_argument("--html-only", action="store_true", help="run jupyter-book only")
+    b.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def _overrides(pairs, nb=None) -> dict:
+    from robattr.params import ParameterError
+    from robattr.pipeline import parse_value
+
+    out = {}
+    for name, text in pairs:
+        if nb is not None:
+            if name not in nb.parameters:
+                raise ParameterError(f"{nb.key}: unknown parameter {name!r}; valid parameters: "
+                                     + ", ".join(nb.parameters))
+            out[name] = parse_value(text, nb.parameters[name])
+        else:
+            import yaml
+            out[name] = yaml.safe_load(text)
+    return out
+
+
+def _list(root: Path, profile: str) -> int:
+    from robattr import pipeline
+
+    prof = pipeline.load_profile(profile)
+    for nb in pipeline.discover(root):
+        values = pipeline.resolve(nb, prof)
+        print(f"{nb.key}    (notebooks/{nb.key}.ipynb)")
+        width = max((len(n) for n in nb.parameters), default=0)
+        for name, param in nb.parameters.items():
+            shown = repr(values[name])
+            mark = "" if values[name] == param.default else f"  [{profile}; default {param.default!r}]"
+            print(f"    {name:<{width}} = {shown}{mark}" + (f"    # {param.help}" if param.help else ""))
+    return 0
+
+
+def _run(root: Path, args) -> int:
+    from robattr import pipeline
+
+    nb = pipeline.find(args.notebook, pipeline.discover(root))
+    params = pipeline.resolve(nb, args.profile, _overrides(args.parameter, nb))
+    failure = pipeline.run_one(nb, params, root=root, profile=args.profile,
+                               output=Path(args.output) if args.output else None,
+                               progress=not args.no_progress)
+    if failure is not None:
+        print(f"robattr: {failure}", file=sys.stderr)
+        return 1
+    target = args.output or nb.output(root / "book")
+    print(f"executed {nb.key} -> {target}")
+    if not (args.no_html or args.output):
+        pipeline.build_html(root)
+    return 0
+
+
+def _build(root: Path, args) -> int:
+    from robattr import pipeline
+
+    if args.html_only:
+        pipeline.build_html(root)
+        return 0
+    report = pipeline.build(root, profile=args.profile, only=args.only,
+                            overrides=_overrides(args.parameter), force=args.force,
+                            html=not args.no_html, progress=not args.no_progress)
+    if report.failed:
+        print(f"robattr: {len(report.failed)} notebook(s) failed:", file=sys.stderr)
+        for failure in report.failed:
+            print(f"  {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from robattr.params import ParameterError
+    from robattr.pipeline import project_root
+
+    args = _parser().parse_args(argv)
+    try:
+        root = project_root(args.root)
+        if args.command == "list":
+            return _list(root, args.profile)
+        if args.command == "run":
+            return _run(root, args)
+        return _build(root, args)
+    except (ParameterError, FileNotFoundError) as err:
+        print(f"robattr: error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:           # jupyter-book failed
+        print(f"robattr: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,407 @@
+"""The build pipeline: notebooks → papermill → jupyter-book.
+
+A *notebook* is a source file under ``notebooks/`` with one cell tagged
+``parameters``. Its *key* is its path below ``notebooks/`` without the suffix
+(``example/digits_saliency``). Each parameter is a top-level assignment in that
+cell; its default is the literal on the right, its help the comment at the end
+of the line.
+
+A *profile* (``robattr/profiles/<name>.yml``) maps notebook keys to parameter
+values; ``quick`` (the default) keeps the notebooks' own defaults, ``paper``
+sets the papers' scale, ``smoke`` is the tiny profile the tests use::
+
+    defaults:            # applied to every notebook that has the parameter
+      device: auto
+    notebooks:
+      example/digits_saliency:
+        epochs: 2
+
+:func:`build` executes each notebook into ``book/<key>.ipynb``, skipping one
+whose *stamp* (source bytes, resolved parameters, robattr version and source
+hash) matches the last successful run, keeps going past failures, and then
+runs ``jupyter-book build``. Before a notebook is re-executed its old output
+and stamp are removed, so a changed parameter can never leave a stale page.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from robattr import __version__
+from robattr.params import ParameterError, check
+
+__all__ = [
+    "Parameter", "Notebook", "BuildReport", "NotebookFailure",
+    "project_root", "discover", "find", "read_parameters", "load_profile",
+    "parse_value", "resolve", "execute", "build", "build_html", "PROFILES",
+]
+
+PROFILES = ("quick", "paper", "smoke")
+STAMPS = ".robattr-stamps.json"
+_PROFILE_DIR = Path(__file__).parent / "profiles"
+
+
+# --------------------------------------------------------------------------- discovery
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    default: Any
+    help: str = ""
+
+    @property
+    def type_name(self) -> str:
+        return type(self.default).__name__
+
+
+@dataclass(frozen=True)
+class Notebook:
+    path: Path                      # absolute path of the source notebook
+    key: str                        # path below notebooks/, no suffix, '/'-separated
+    parameters: dict[str, Parameter] = field(hash=False)
+
+    def output(self, book_dir: Path) -> Path:
+        return book_dir / f"{self.key}.ipynb"
+
+
+def project_root(start: str | os.PathLike | None = None) -> Path:
+    """The folder holding ``_toc.yml`` and ``notebooks/``: ``$ROBATTR_ROOT``, else the
+    first such folder at or above ``start`` (default: the working directory)."""
+    env = os.environ.get("ROBATTR_ROOT")
+    here = Path(env or start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "_toc.yml").is_file() and (folder / "notebooks").is_dir():
+            return folder
+    raise FileNotFoundError(
+        f"no robattr book found at or above {here} (looked for _toc.yml and notebooks/); "
+        "run from the repository or set ROBATTR_ROOT")
+
+
+def read_parameters(path: str | os.PathLike) -> dict[str, Parameter]:
+    """Parameters of a notebook: the literal assignments of its ``parameters`` cell."""
+    nb = json.loads(Path(path).read_text())
+    cells = [c for c in nb.get("cells", [])
+             if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"{path}: expected exactly one cell tagged 'parameters', found {len(cells)}")
+    source = cells[0]["source"]
+    source = "".join(source) if isinstance(source, list) else source
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT}
+    params: dict[str, Parameter] = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            raise ValueError(f"{path}: the parameters cell may only hold `name = literal` lines "
+                             f"(line {node.lineno})")
+        name = node.targets[0].id
+        try:
+            default = ast.literal_eval(node.value)
+        except ValueError:
+            raise ValueError(f"{path}: parameter {name!r} needs a literal default "
+                             f"(line {node.lineno})") from None
+        params[name] = Parameter(name, default, comments.get(node.end_lineno, ""))
+    return params
+
+
+def discover(root: str | os.PathLike | None = None) -> list[Notebook]:
+    """Every source notebook under ``<root>/notebooks``, sorted by key."""
+    root = project_root(root)
+    base = root / "notebooks"
+    found = []
+    for path in sorted(base.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        key = path.relative_to(base).with_suffix("").as_posix()
+        found.append(Notebook(path, key, read_parameters(path)))
+    return found
+
+
+def find(name: str, notebooks: Iterable[Notebook]) -> Notebook:
+    """A notebook by key, by path (absolute or relative to the root/cwd), or by file name."""
+    notebooks = list(notebooks)
+    wanted = Path(name)
+    for nb in notebooks:
+        if name in (nb.key, f"{nb.key}.ipynb", f"notebooks/{nb.key}.ipynb", nb.path.name, nb.path.stem):
+            return nb
+        if wanted.exists() and wanted.resolve() == nb.path:
+            return nb
+    keys = ", ".join(nb.key for nb in notebooks)
+    raise ParameterError(f"no notebook {name!r}; known notebooks: {keys}")
+
+
+# --------------------------------------------------------------------------- profiles and parameters
+def load_profile(name: str) -> dict[str, Any]:
+    """A profile by name (``quick``, ``paper``, ``smoke``) or by path to a YAML file."""
+    path = Path(name) if name.endswith((".yml", ".yaml")) else _PROFILE_DIR / f"{name}.yml"
+    if not path.is_file():
+        raise ParameterError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)} "
+                             "(or a path to a .yml file)")
+    data = yaml.safe_load(path.read_text()) or {}
+    unknown = set(data) - {"defaults", "notebooks", "description"}
+    if unknown:
+        raise ParameterError(f"profile {name!r}: unknown sections {sorted(unknown)}")
+    return {"defaults": data.get("defaults") or {}, "notebooks": data.get("notebooks") or {}}
+
+
+def parse_value(text: str, param: Parameter) -> Any:
+    """Parse a command-line value as YAML and check it has the type of the default."""
+    try:
+        value = yaml.safe_load(text) if isinstance(text, str) else text
+    except yaml.YAMLError:
+        value = text
+    return _coerce(param, value)
+
+
+def _coerce(param: Parameter, value: Any) -> Any:
+    default = param.default
+    if isinstance(default, bool) or isinstance(value, bool):
+        ok = isinstance(default, bool) and isinstance(value, bool)
+    elif isinstance(default, float) and isinstance(value, int):
+        return float(value)
+    elif isinstance(default, (list, tuple)):
+        if isinstance(value, (int, float)):          # one number where a list is expected
+            value = [value]
+        ok = isinstance(value, (list, tuple))
+        value = list(value) if ok else value
+    elif default is None:
+        ok = True
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise ParameterError(f"parameter {param.name!r} expects a {param.type_name} "
+                             f"(default {default!r}), got {value!r}")
+    return value
+
+
+def resolve(nb: Notebook, profile: str | dict = "quick",
+            overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The full parameter dict for one notebook: defaults ← profile ← overrides, validated.
+
+    Unknown names (in the profile's entry for this notebook or in ``overrides``) and
+    bad values raise :class:`~robattr.params.ParameterError` before any work.
+    """
+    prof = load_profile(profile) if isinstance(profile, str) else profile
+    valid = ", ".join(nb.parameters)
+    values = {name: p.default for name, p in nb.parameters.items()}
+    for name, value in prof["defaults"].items():
+        if name in nb.parameters:
+            values[name] = _coerce(nb.parameters[name], value)
+    layers = [("profile", prof["notebooks"].get(nb.key) or {}), ("command line", overrides or {})]
+    for where, layer in layers:
+        for name, value in layer.items():
+            if name not in nb.parameters:
+                raise ParameterError(f"{nb.key}: unknown parameter {name!r} ({where}); "
+                                     f"valid parameters: {valid}")
+            values[name] = _coerce(nb.parameters[name], value)
+    check(**values)
+    return values
+
+
+def _check_profile_keys(prof: dict, notebooks: list[Notebook], name: str) -> None:
+    keys = {nb.key for nb in notebooks}
+    missing = sorted(set(prof["notebooks"]) - keys)
+    if missing:
+        raise ParameterError(f"profile {name!r} names notebooks that do not exist: {missing}")
+
+
+# --------------------------------------------------------------------------- execution
+@dataclass
+class NotebookFailure:
+    key: str
+    output: Path
+    cell: int | None
+    error: str
+
+    def __str__(self) -> str:
+        where = f"cell {self.cell} of the source" if self.cell is not None else "before any cell"
+        return f"{self.key}: {where} failed: {self.error} (see {self.output})"
+
+
+@dataclass
+class BuildReport:
+    executed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[NotebookFailure] = field(default_factory=list)
+    html: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def _package_hash() -> str:
+    h = hashlib.sha256(__version__.encode())
+    for path in sorted(Path(__file__).parent.rglob("*")):
+        if path.suffix in {".py", ".yml"}:
+            h.update(path.relative_to(Path(__file__).parent).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def stamp(nb: Notebook, params: dict[str, Any]) -> str:
+    """What an executed notebook depends on: its source, parameters and the package."""
+    h = hashlib.sha256(nb.path.read_bytes())
+    h.update(json.dumps(params, sort_keys=True, default=str).encode())
+    h.update(_package_hash().encode())
+    return h.hexdigest()
+
+
+def _read_stamps(book_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((book_dir / STAMPS).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _write_stamps(book_dir: Path, stamps: dict[str, Any]) -> None:
+    book_dir.mkdir(parents=True, exist_ok=True)
+    tmp = book_dir / f"{STAMPS}.tmp"
+    tmp.write_text(json.dumps(stamps, indent=1, sort_keys=True))
+    os.replace(tmp, book_dir / STAMPS)
+
+
+def _parameters_cell_index(path: Path) -> int:
+    cells = json.loads(path.read_text())["cells"]
+    return next(i for i, c in enumerate(cells)
+                if "parameters" in c.get("metadata", {}).get("tags", []))
+
+
+def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
+            progress: bool = True) -> NotebookFailure | None:
+    """papermill ``nb`` with ``params`` into ``output`` (run in the output's folder).
+    Returns None on success, else what failed and where."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        papermill.execute_notebook(str(nb.path), str(output), parameters=params,
+                                   progress_bar=progress, cwd=str(output.parent),
+                                   kernel_name="python3")
+    except PapermillExecutionError as err:
+        # papermill inserts one cell after the parameters cell: map back to the source
+        cell = err.cell_index - (err.cell_index > _parameters_cell_index(nb.path))
+        first = next((line for line in err.source.splitlines() if line.strip()), "")
+        return NotebookFailure(nb.key, output, cell + 1,
+                               f"{err.ename}: {err.evalue} [in `{first.strip()[:60]}`]")
+    except Exception as err:  # kernel died, bad notebook file, ...
+        return NotebookFailure(nb.key, output, None, f"{type(err).__name__}: {err}")
+    return None
+
+
+def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
+          only: str | None = None, overrides: dict[str, Any] | None = None,
+          force: bool = False, html: bool = True, progress: bool = True,
+          log=print) -> BuildReport:
+    """Execute the notebooks of a profile into ``book/`` and build the HTML book.
+
+    ``only`` is a glob matched against notebook keys (``wang2020/*``) or paths.
+    ``overrides`` applies to every selected notebook (an unknown name is an error).
+    A notebook whose stamp is unchanged is skipped unless ``force``.
+    """
+    root = project_root(root)
+    book_dir = root / "book"
+    prof = load_profile(profile)
+    notebooks = discover(root)
+    _check_profile_keys(prof, notebooks, profile)
+    selected = [nb for nb in notebooks
+                if only is None or fnmatch.fnmatch(nb.key, only)
+                or fnmatch.fnmatch(f"notebooks/{nb.key}.ipynb", only)]
+    if only is not None and not selected:
+        raise ParameterError(f"--only {only!r} matches no notebook; known: "
+                             + ", ".join(nb.key for nb in notebooks))
+    # validate everything before doing any work
+    plan = [(nb, resolve(nb, prof, overrides)) for nb in selected]
+
+    stamps = _read_stamps(book_dir)
+    _drop_orphans(book_dir, stamps, {nb.key for nb in notebooks}, log)
+    report = BuildReport()
+    for i, (nb, params) in enumerate(plan, 1):
+        out, st = nb.output(book_dir), stamp(nb, params)
+        if not force and out.exists() and stamps.get(nb.key, {}).get("stamp") == st:
+            report.skipped.append(nb.key)
+            continue
+        stamps.pop(nb.key, None)          # never leave a stamp for an output we are replacing
+        out.unlink(missing_ok=True)
+        _write_stamps(book_dir, stamps)
+        log(f"[{i}/{len(plan)}] executing {nb.key} ({profile})")
+        t0 = time.perf_counter()
+        failure = execute(nb, params, out, progress=progress)
+        seconds = time.perf_counter() - t0
+        if failure is None:
+            stamps[nb.key] = {"stamp": st, "params": params, "profile": profile,
+                              "seconds": round(seconds, 1)}
+            _write_stamps(book_dir, stamps)
+            report.executed.append(nb.key)
+            log(f"      done in {seconds:.1f} s")
+        else:
+            report.failed.append(failure)
+            log(f"      FAILED: {failure}")
+    if not report.executed and not report.failed:
+        log(f"nothing changed: no notebook executed ({len(report.skipped)} up to date)")
+    else:
+        log(f"executed {len(report.executed)}, skipped {len(report.skipped)} (unchanged), "
+            f"failed {len(report.failed)}")
+    if html:
+        report.html = build_html(root, log=log)
+    return report
+
+
+def _drop_orphans(book_dir: Path, stamps: dict, keys: set[str], log) -> None:
+    """Remove executed notebooks whose source notebook is gone."""
+    for key in sorted(set(stamps) - keys):
+        (book_dir / f"{key}.ipynb").unlink(missing_ok=True)
+        stamps.pop(key)
+        log(f"removed {key}.ipynb: its source notebook is gone")
+    _write_stamps(book_dir, stamps) if book_dir.exists() else None
+
+
+def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | None = None,
+            profile: str = "quick", progress: bool = True) -> NotebookFailure | None:
+    """Execute one notebook (always) into the book, or into ``output`` if given."""
+    book_dir = root / "book"
+    if output is not None:
+        return execute(nb, params, Path(output), progress=progress)
+    stamps = _read_stamps(book_dir)
+    stamps.pop(nb.key, None)
+    out = nb.output(book_dir)
+    out.unlink(missing_ok=True)
+    _write_stamps(book_dir, stamps)
+    failure = execute(nb, params, out, progress=progress)
+    if failure is None:
+        stamps[nb.key] = {"stamp": stamp(nb, params), "params": params, "profile": profile}
+        _write_stamps(book_dir, stamps)
+    return failure
+
+
+def build_html(root: str | os.PathLike | None = None, *, log=print) -> Path:
+    """Run ``jupyter-book build`` on the project; return the path of ``index.html``."""
+    root = project_root(root)
+    exe = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(root),
+           "--path-output", str(root / "book")]
+    log("building the HTML book (jupyter-book)")
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+        raise RuntimeError(f"jupyter-book build failed:\n{tail}")
+    warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line]
+    for line in warnings[:20]:
+        log(line)
+    index = root / "book" / "_build" / "html" / "index.html"
+    log(f"book: {index}")
+    return index

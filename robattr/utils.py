@@ -1,0 +1,50 @@
+"""Small helpers every module shares: device resolution and seeding."""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+__all__ = ["get_device", "seed_everything", "cache_dir"]
+
+
+def get_device(device: str | torch.device = "auto") -> torch.device:
+    """Resolve ``"auto"`` to CUDA when present, else the CPU; pass anything else through.
+
+    >>> get_device("cpu")
+    device(type='cpu')
+    """
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not isinstance(device, str) or not (device == "cpu" or device.startswith("cuda")):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but CUDA is not available here")
+    return torch.device(device)
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch (all devices); return a CPU generator seeded the same."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def cache_dir() -> "os.PathLike[str]":
+    """The robattr cache folder: ``$ROBATTR_CACHE``, else ``$XDG_CACHE_HOME/robattr``
+    (``~/.cache/robattr``). Created on demand."""
+    from pathlib import Path
+
+    root = os.environ.get("ROBATTR_CACHE")
+    if root:
+        path = Path(root).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        path = Path(xdg) / "robattr"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,70 @@
+"""End to end: every notebook through the pipeline (smoke profile), then the HTML book."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from robattr import pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_files(toc: dict) -> list[str]:
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []):
+            files.append(chapter["file"])
+            files += [s["file"] for s in chapter.get("sections", [])]
+    return files
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A copy of the book's sources, built with the smoke profile."""
+    dst = tmp_path_factory.mktemp("book") / "proj"
+    ignore = shutil.ignore_patterns("_build", "*.ipynb", ".robattr-stamps.json", "mathjax")
+    shutil.copytree(ROOT / "book", dst / "book", ignore=ignore)
+    shutil.copytree(ROOT / "notebooks", dst / "notebooks",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, dst / name)
+    if (ROOT / "book" / "mathjax").is_dir():      # installed by `make`; copied for the maths check
+        shutil.copytree(ROOT / "book" / "mathjax", dst / "book" / "mathjax")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ROBATTR_CACHE", str(dst / "cache"))
+    report = pipeline.build(dst, profile="smoke", progress=False, log=lambda *a: None)
+    yield dst, report
+    mp.undo()
+
+
+@pytest.mark.slow
+def test_every_notebook_runs_in_the_smoke_profile(built):
+    dst, report = built
+    assert report.failed == [], "\n".join(map(str, report.failed))
+    keys = {nb.key for nb in pipeline.discover(dst)}
+    assert set(report.executed) == keys
+
+
+@pytest.mark.slow
+def test_every_toc_page_is_in_the_html(built):
+    dst, report = built
+    toc = yaml.safe_load((dst / "_toc.yml").read_text())
+    html = dst / "book" / "_build" / "html"
+    assert report.html == html / "index.html" and report.html.exists()
+    missing = [f for f in toc_files(toc) if not (html / f"{f}.html").exists()]
+    assert missing == []
+
+
+@pytest.mark.slow
+def test_example_page_has_its_figure_and_local_maths(built):
+    dst, _ = built
+    page = (dst / "book" / "_build" / "html" / "book" / "example" / "digits_saliency.html").read_text()
+    assert len(re.findall(r"<img [^>]*src=\"[^\"]*\.png\"", page)) >= 2   # heatmaps and the curve
+    assert "Traceback" not in page
+    if (ROOT / "book" / "mathjax").is_dir():
+        assert "tex-mml-chtml.js" in page and "cdn.jsdelivr.net" not in page
+        assert (dst / "book" / "_build" / "html" / "_static" / "tex-mml-chtml.js").exists()

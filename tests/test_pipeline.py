@@ -1,0 +1,225 @@
+"""The papermill pipeline and the CLI, on a tiny book made in a temporary folder."""
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from robattr import cli, pipeline
+from robattr.params import ParameterError, check
+
+PARAMS = '''n = 3  # how many squares to print
+name = "demo"  # a label
+eps = [0.1, 0.2]  # noise sizes
+epochs = 2  # a count, validated by robattr.params
+fail_at = -1  # cell raises when n equals this
+'''
+
+BODY = '''import robattr
+robattr.check_params(n=n, eps=eps, epochs=epochs)
+squares = [i * i for i in range(n)]
+print(name, squares)'''
+
+FAIL = '''if n == fail_at:
+    raise RuntimeError("asked to fail")'''
+
+
+def make_notebook(path, params=PARAMS, cells=(BODY, FAIL)):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# A test notebook"),
+                nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}),
+                *[nbformat.v4.new_code_cell(c) for c in cells]]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch):
+    """A minimal project: _toc.yml, _config.yml and two notebooks."""
+    root = tmp_path / "proj"
+    (root / "book").mkdir(parents=True)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\n")
+    (root / "_config.yml").write_text("title: t\n")
+    make_notebook(root / "notebooks" / "ch" / "one.ipynb")
+    make_notebook(root / "notebooks" / "ch" / "two.ipynb")
+    monkeypatch.delenv("ROBATTR_ROOT", raising=False)
+    monkeypatch.chdir(root)
+    return root
+
+
+def profile(tmp_path, text):
+    path = tmp_path / "prof.yml"
+    path.write_text(text)
+    return str(path)
+
+
+def quiet(*args, **kwargs):
+    pass
+
+
+# ----------------------------------------------------------------- discovery and parameters
+def test_read_parameters_names_defaults_and_help(book):
+    params = pipeline.read_parameters(book / "notebooks" / "ch" / "one.ipynb")
+    assert list(params) == ["n", "name", "eps", "epochs", "fail_at"]
+    assert params["n"].default == 3 and params["n"].help == "how many squares to print"
+    assert params["eps"].default == [0.1, 0.2] and params["name"].type_name == "str"
+
+
+def test_parameters_cell_must_be_literals(tmp_path):
+    path = make_notebook(tmp_path / "bad.ipynb", params="n = len('abc')\n")
+    with pytest.raises(ValueError, match="literal default"):
+        pipeline.read_parameters(path)
+
+
+def test_discover_and_find(book):
+    nbs = pipeline.discover(book)
+    assert [nb.key for nb in nbs] == ["ch/one", "ch/two"]
+    assert pipeline.find("ch/two", nbs).key == "ch/two"
+    assert pipeline.find("notebooks/ch/one.ipynb", nbs).key == "ch/one"
+    with pytest.raises(ParameterError, match="known notebooks: ch/one, ch/two"):
+        pipeline.find("nope", nbs)
+
+
+def test_project_root_is_found_from_a_subfolder(book):
+    assert pipeline.project_root(book / "notebooks" / "ch") == book.resolve()
+
+
+def test_parse_value_types(book):
+    p = pipeline.read_parameters(book / "notebooks" / "ch" / "one.ipynb")
+    assert pipeline.parse_value("5", p["n"]) == 5
+    assert pipeline.parse_value("[0.5, 1]", p["eps"]) == [0.5, 1]
+    assert pipeline.parse_value("0.3", p["eps"]) == [0.3]
+    assert pipeline.parse_value("other", p["name"]) == "other"
+    with pytest.raises(ParameterError, match="'n' expects a int"):
+        pipeline.parse_value("abc", p["n"])
+
+
+def test_resolve_layers_and_errors(book, tmp_path):
+    nb = pipeline.find("ch/one", pipeline.discover(book))
+    prof = profile(tmp_path, "defaults: {n: 4, not_here: 1}\nnotebooks:\n  ch/one: {name: p}\n")
+    values = pipeline.resolve(nb, prof, {"epochs": 7})
+    assert values == {"n": 4, "name": "p", "eps": [0.1, 0.2], "epochs": 7, "fail_at": -1}
+    with pytest.raises(ParameterError, match=r"unknown parameter 'no_such'.*valid parameters: n, name"):
+        pipeline.resolve(nb, "quick", {"no_such": 1})
+    with pytest.raises(ParameterError, match="parameter 'epochs' must be an integer >= 1, got -1"):
+        pipeline.resolve(nb, "quick", {"epochs": -1})
+
+
+def test_check_rules():
+    check(epochs=1, eps=[0, 0.1], n_eval=5, dataset="digits", device="auto", seed=0, lr=0.1)
+    for bad in [dict(epochs=0), dict(eps=[-0.1]), dict(eps=[]), dict(n_eval=2.5),
+                dict(dataset="no_such"), dict(device="gpu"), dict(seed=-1), dict(lr=0),
+                dict(epochs=True)]:
+        (name,) = bad
+        with pytest.raises(ParameterError, match=f"parameter '{name}'"):
+            check(**bad)
+
+
+def test_unknown_profile_and_unknown_notebook_in_profile(book, tmp_path):
+    with pytest.raises(ParameterError, match="unknown profile 'nope'"):
+        pipeline.load_profile("nope")
+    prof = profile(tmp_path, "notebooks:\n  ch/three: {n: 1}\n")
+    with pytest.raises(ParameterError, match="do not exist"):
+        pipeline.build(book, profile=prof, html=False, log=quiet)
+
+
+# ----------------------------------------------------------------- execution
+def outputs_text(path):
+    nb = nbformat.read(path, as_version=4)
+    return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.slow
+def test_build_skips_unchanged_and_reexecutes_on_change(book, tmp_path):
+    out = book / "book" / "ch" / "one.ipynb"
+    first = pipeline.build(book, html=False, progress=False, log=quiet)
+    assert first.executed == ["ch/one", "ch/two"] and first.ok
+    assert "demo [0, 1, 4]" in outputs_text(out)
+
+    lines = []
+    second = pipeline.build(book, html=False, progress=False, log=lines.append)
+    assert second.executed == [] and second.skipped == ["ch/one", "ch/two"]
+    assert any("no notebook executed" in line for line in lines)
+
+    # a parameter change re-executes exactly the notebook it touches
+    prof = profile(tmp_path, "notebooks:\n  ch/one: {n: 4}\n")
+    third = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
+    assert third.executed == ["ch/one"] and third.skipped == ["ch/two"]
+    assert "demo [0, 1, 4, 9]" in outputs_text(out)
+
+    # editing the source re-executes too
+    make_notebook(book / "notebooks" / "ch" / "two.ipynb", cells=(BODY, "print('edited')"))
+    fourth = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
+    assert fourth.executed == ["ch/two"]
+
+
+@pytest.mark.slow
+def test_failure_is_reported_and_never_stamped(book, tmp_path):
+    prof = profile(tmp_path, "notebooks:\n  ch/two: {n: 5, fail_at: 5}\n")
+    report = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
+    assert report.executed == ["ch/one"]          # kept going past the failure
+    (failure,) = report.failed
+    assert failure.key == "ch/two" and failure.cell == 4
+    assert "RuntimeError: asked to fail" in str(failure) and "cell 4" in str(failure)
+    stamps = json.loads((book / "book" / pipeline.STAMPS).read_text())
+    assert "ch/two" not in stamps and "ch/one" in stamps
+    # the next build tries it again instead of skipping it
+    again = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
+    assert [f.key for f in again.failed] == ["ch/two"] and again.skipped == ["ch/one"]
+
+
+@pytest.mark.slow
+def test_removed_source_removes_its_executed_notebook(book):
+    pipeline.build(book, html=False, progress=False, log=quiet)
+    (book / "notebooks" / "ch" / "two.ipynb").unlink()
+    pipeline.build(book, html=False, progress=False, log=quiet)
+    assert not (book / "book" / "ch" / "two.ipynb").exists()
+    assert (book / "book" / "ch" / "one.ipynb").exists()
+
+
+@pytest.mark.slow
+def test_cli_run_one_notebook_with_parameters(book, capsys):
+    rc = cli.main(["run", "ch/one", "-p", "n", "2", "-p", "name", "cli", "--no-html", "--no-progress"])
+    assert rc == 0
+    assert "cli [0, 1]" in outputs_text(book / "book" / "ch" / "one.ipynb")
+    assert not (book / "book" / "ch" / "two.ipynb").exists()
+    # the next quick build re-executes it with the profile's values: nothing stale survives
+    report = pipeline.build(book, html=False, progress=False, log=quiet)
+    assert "ch/one" in report.executed
+    assert "demo [0, 1, 4]" in outputs_text(book / "book" / "ch" / "one.ipynb")
+
+
+@pytest.mark.slow
+def test_cli_run_failure_names_the_cell(book, capsys):
+    rc = cli.main(["run", "ch/one", "-p", "fail_at", "3", "--no-html", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "ch/one: cell 4 of the source failed: RuntimeError: asked to fail" in err
+
+
+def test_cli_errors_are_one_line_and_before_any_work(book, capsys):
+    rc = cli.main(["run", "ch/one", "-p", "no_such", "1"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "unknown parameter 'no_such'" in err and "valid parameters: n, name, eps, epochs, fail_at" in err
+
+    rc = cli.main(["run", "ch/one", "-p", "epochs", "-1"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "parameter 'epochs' must be an integer >= 1" in err
+    assert not (book / "book" / "ch").exists()      # nothing was executed
+
+
+def test_cli_list(book, capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "ch/one" in out and "n" in out and "# how many squares to print" in out
+
+
+def test_cli_help_mentions_every_command(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for word in ["list", "run", "build", "profiles:", "ROBATTR_DATA"]:
+        assert word in out
