@@ -300,7 +300,23 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
                                f"{err.ename}: {err.evalue} [in `{first.strip()[:60]}`]")
     except Exception as err:  # kernel died, bad notebook file, ...
         return NotebookFailure(nb.key, output, None, f"{type(err).__name__}: {err}")
+    _tag_injected_cell(nb, params, output)
     return None
+
+
+def _tag_injected_cell(nb: Notebook, params: dict[str, Any], output: Path) -> None:
+    """Papermill adds a cell with the values it injected. When they are the notebook's
+    own defaults the cell repeats the parameters cell, so the book drops it; otherwise
+    it stays visible, since it says which values produced the page."""
+    import nbformat
+
+    executed = nbformat.read(output, as_version=4)
+    defaults = {name: p.default for name, p in nb.parameters.items()}
+    for cell in executed.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and params == defaults:
+            cell["metadata"]["tags"] = [*tags, "remove-cell"]
+    nbformat.write(executed, output)
 
 
 def build(root: str | os.PathLike | None = None, *, profile: str = "quick",

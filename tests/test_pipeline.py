@@ -132,12 +132,19 @@ def outputs_text(path):
     return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
 
 
+def injected_tags(path):
+    nb = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    return cell.metadata["tags"]
+
+
 @pytest.mark.slow
 def test_build_skips_unchanged_and_reexecutes_on_change(book, tmp_path):
     out = book / "book" / "ch" / "one.ipynb"
     first = pipeline.build(book, html=False, progress=False, log=quiet)
     assert first.executed == ["ch/one", "ch/two"] and first.ok
     assert "demo [0, 1, 4]" in outputs_text(out)
+    assert injected_tags(out) == ["injected-parameters", "remove-cell"]   # defaults: hidden
 
     lines = []
     second = pipeline.build(book, html=False, progress=False, log=lines.append)
@@ -149,6 +156,7 @@ def test_build_skips_unchanged_and_reexecutes_on_change(book, tmp_path):
     third = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
     assert third.executed == ["ch/one"] and third.skipped == ["ch/two"]
     assert "demo [0, 1, 4, 9]" in outputs_text(out)
+    assert injected_tags(out) == ["injected-parameters"]    # other values: shown in the book
 
     # editing the source re-executes too
     make_notebook(book / "notebooks" / "ch" / "two.ipynb", cells=(BODY, "print('edited')"))

@@ -1,0 +1,366 @@
+"""Tests for robattr.train (fit, evaluate, the loss protocol) and robattr.zoo (the cache)."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from robattr import data, train, zoo
+from robattr.models import build
+from robattr.train import LOSSES, CrossEntropy, Loss, evaluate, fit, make_loss, register_loss
+
+FAST = dict(epochs=2, batch_size=128)  # a digits mlp in ~0.1 s
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load("digits", "train"), data.load("digits", "test")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "zoo"
+
+
+@pytest.fixture
+def fit_calls(monkeypatch):
+    """Count calls of train.fit (the zoo looks it up at call time)."""
+    calls = []
+    real = train.fit
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train, "fit", counting)
+    return calls
+
+
+def _state(model):
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# --------------------------------------------------------------------------- fit / evaluate
+def test_fit_cnn_digits_reaches_good_accuracy(digits):
+    train_set, test_set = digits
+    torch.manual_seed(0)
+    model = build("cnn", "digits")
+    hist = fit(model, train_set, epochs=8, batch_size=64, seed=0, progress=False)
+    acc = evaluate(model, test_set)
+    assert acc > 0.95
+    assert hist.epochs == 8 and len(hist.train_acc) == len(hist.seconds) == 8
+    assert hist.loss[-1] < hist.loss[0] / 3
+    assert 0.9 < hist.train_acc[-1] <= 1.0
+    assert all(s > 0 for s in hist.seconds) and hist.total_seconds == pytest.approx(sum(hist.seconds))
+    assert not model.training
+    assert list(hist.to_frame().columns[:4]) == ["loss", "train_acc", "seconds", "lr"]
+
+
+def test_fit_is_deterministic(digits):
+    states = []
+    for _ in range(2):
+        torch.manual_seed(1)
+        model = build("mlp", "digits")
+        fit(model, digits[0], seed=3, progress=False, **FAST)
+        states.append(_state(model))
+    assert _same(*states)
+
+
+def test_fit_tensors_sgd_milestones(digits):
+    X, y = data.as_tensors(digits[0])
+    model = build("mlp", "digits")
+    hist = fit(model, (X, y), epochs=3, lr=0.1, optimizer="sgd", milestones=[1, 2],
+               batch_size=256, progress=False)
+    assert hist.lr == pytest.approx([0.1, 0.01, 0.001])
+    assert evaluate(model, (X, y)) > 0.5
+
+
+def test_fit_rejects_bad_arguments(digits):
+    model = build("mlp", "digits")
+    with pytest.raises(ValueError, match="optimizer"):
+        fit(model, digits[0], optimizer="lbfgs", progress=False)
+    with pytest.raises(ValueError, match="epochs"):
+        fit(model, digits[0], epochs=0, progress=False)
+    with pytest.raises(ValueError, match="unknown loss"):
+        fit(model, digits[0], loss="nope", progress=False)
+
+
+def test_fit_divergence_is_reported(digits):
+    class NanLoss(Loss):
+        name = "nan_test"
+
+        def __call__(self, model, x, y):
+            return model(x).sum() * float("nan"), {}
+
+    with pytest.raises(FloatingPointError, match="diverged"):
+        fit(build("mlp", "digits"), digits[0], loss=NanLoss(), epochs=1, progress=False)
+
+
+def test_evaluate_range_and_mode(digits):
+    model = build("mlp", "digits").train()
+    acc = evaluate(model, digits[1], batch_size=100)
+    assert isinstance(acc, float) and 0.0 <= acc <= 1.0
+    assert model.training
+
+
+# --------------------------------------------------------------------------- loss protocol
+def test_ce_loss_protocol(digits):
+    loss = make_loss("ce")
+    assert isinstance(loss, CrossEntropy) and LOSSES["ce"] is CrossEntropy
+    assert loss.name == "ce" and loss.hparams == {} and loss.config() == {"name": "ce"}
+    X, y = data.as_tensors(digits[0], n=32)
+    value, logs = loss(build("mlp", "digits"), X, y)
+    assert value.ndim == 0 and value.requires_grad
+    assert set(logs) == {"ce", "acc"} and 0 <= float(logs["acc"]) <= 1
+    assert make_loss(loss) is loss
+
+
+def test_make_loss_rejects_unknown():
+    with pytest.raises(ValueError, match="unknown loss"):
+        make_loss("trades")
+    with pytest.raises(ValueError, match="no hyper-parameter 'lam'"):
+        make_loss("ce", lam=1.0)
+
+
+def test_custom_loss_slots_in(digits, monkeypatch):
+    monkeypatch.setattr(train, "LOSSES", dict(LOSSES))
+
+    @register_loss
+    class ScaledCE(Loss):
+        name = "scaled_ce_test"
+        defaults = {"lam": 1.0, "steps": 1}
+
+        def __call__(self, model, x, y):
+            logits = model(x)
+            ce = nn.functional.cross_entropy(logits, y)
+            return self.lam * ce, {"ce": ce.detach(), "acc": self.accuracy(logits, y),
+                                   "lam": self.lam}
+
+    loss = make_loss("scaled_ce_test", lam=2)
+    assert loss.hparams == {"lam": 2.0, "steps": 1} and isinstance(loss.lam, float)
+    assert loss.config() == {"name": "scaled_ce_test", "lam": 2.0, "steps": 1}
+    hist = fit(build("mlp", "digits"), digits[0], loss=loss, progress=False, **FAST)
+    assert hist.logs[0]["lam"] == 2.0 and hist.loss[0] == pytest.approx(2 * hist.logs[0]["ce"])
+
+    with pytest.raises(ValueError, match="reserved"):
+        @register_loss
+        class Bad(Loss):
+            name = "bad_test"
+            defaults = {"beta": 6.0}
+
+
+# --------------------------------------------------------------------------- zoo: keys
+def test_config_hash_is_canonical(cache):
+    h = zoo.config_hash("digits", "mlp")
+    assert len(h) == 64 and h == zoo.config_hash("digits", "mlp", "ce")
+    assert h == zoo.config_hash("digits", "mlp", epochs=zoo.DEFAULTS["epochs"], seed=0,
+                                activation="relu", beta=None)
+    assert zoo.config_hash("digits", "mlp", lr=1) == zoo.config_hash("digits", "mlp", lr=1.0)
+    cfg = zoo.config("digits", "mlp")
+    canon = json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+    assert hashlib.sha256(canon.encode()).hexdigest() == h
+    assert cfg["zoo_format"] == zoo.ZOO_FORMAT and cfg["loss"] == {}
+    variants = [dict(seed=1), dict(epochs=3), dict(lr=2e-3), dict(batch_size=32),
+                dict(optimizer="sgd"), dict(weight_decay=1e-4), dict(milestones=[5]),
+                dict(activation="softplus", beta=3.0)]
+    hashes = {zoo.config_hash("digits", "mlp", **v) for v in variants}
+    hashes |= {zoo.config_hash("digits", "cnn"), zoo.config_hash("mnist", "mlp"),
+               zoo.config_hash("digits", "mlp", activation="softplus", beta=10.0)}
+    assert len(hashes) == len(variants) + 3 and h not in hashes
+
+
+def test_config_rejects_bad_values(cache):
+    for kwargs in (dict(activation="softplus"), dict(beta=3.0), dict(epochs=0),
+                   dict(lr=-1.0), dict(seed=-1), dict(optimizer="rmsprop"), dict(lam=1.0)):
+        with pytest.raises(ValueError):
+            zoo.config_hash("digits", "mlp", **kwargs)
+    with pytest.raises(ValueError, match="arch"):
+        zoo.config_hash("digits", "vgg")
+
+
+# --------------------------------------------------------------------------- zoo: cache
+def test_cache_hit_does_not_train(cache, fit_calls):
+    m1 = zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert len(fit_calls) == 1
+    files = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    m2 = zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert len(fit_calls) == 1
+    assert m2 is not m1 and not m2.training
+    assert _same(_state(m1), _state(m2))
+    assert m2.zoo_meta == m1.zoo_meta
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == files
+    x = torch.rand(4, 1, 8, 8)
+    with torch.no_grad():
+        assert torch.equal(m1(x), m2(x))
+
+
+def test_config_change_makes_new_entry(cache, fit_calls):
+    a = zoo.get_model("digits", "mlp", progress=False, **FAST)
+    b = zoo.get_model("digits", "mlp", progress=False, seed=1, **FAST)
+    c = zoo.get_model("digits", "mlp", progress=False, epochs=1, batch_size=128)
+    assert len(fit_calls) == 3
+    keys = {m.zoo_meta["key"] for m in (a, b, c)}
+    assert len(keys) == 3
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        f"{k}.{ext}" for k in keys for ext in ("json", "safetensors"))
+    assert not _same(_state(a), _state(b))
+    df = zoo.list_models()
+    assert set(df["key"]) == keys and set(df["seed"]) == {0, 1} and set(df["epochs"]) == {1, 2}
+
+
+def test_retrain_flag(cache, fit_calls):
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    zoo.get_model("digits", "mlp", progress=False, retrain=True, **FAST)
+    assert len(fit_calls) == 2
+
+
+def _flip_byte(path):
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def _rewrite_weights(wpath, jpath, payload: bytes):
+    """Replace the weights AND fix the recorded sha256, so only deeper checks can catch it."""
+    wpath.write_bytes(payload)
+    meta = json.loads(jpath.read_text())
+    meta["weights_sha256"] = hashlib.sha256(payload).hexdigest()
+    jpath.write_text(json.dumps(meta))
+
+
+def _wrong_keys(wpath, jpath):
+    from safetensors.torch import save
+
+    _rewrite_weights(wpath, jpath, save({"weight": torch.zeros(3)}))
+
+
+def _wrong_shapes(wpath, jpath):
+    from safetensors.torch import load_file, save
+
+    state = load_file(wpath)
+    k = next(k for k in state if k.endswith("weight") and state[k].ndim == 2)
+    state[k] = torch.zeros(state[k].shape[0] + 1, state[k].shape[1])
+    _rewrite_weights(wpath, jpath, save(state))
+
+
+CORRUPTIONS = {
+    "truncated weights": (lambda w, j: w.write_bytes(w.read_bytes()[: w.stat().st_size // 2]),
+                          "sha256"),
+    "flipped byte": (lambda w, j: _flip_byte(w), "sha256"),
+    "garbage json": (lambda w, j: j.write_text("{not json"), "unreadable"),
+    "json not an object": (lambda w, j: j.write_text("[1, 2]"), "not a JSON object"),
+    "json missing": (lambda w, j: j.unlink(), "metadata file is missing"),
+    "weights missing": (lambda w, j: w.unlink(), "weights file is missing"),
+    "config tampered": (lambda w, j: j.write_text(json.dumps(
+        {**json.loads(j.read_text()), "config": {"arch": "cnn"}})), "does not match"),
+    "garbage with matching sha": (lambda w, j: _rewrite_weights(w, j, b"\x08" + b"\0" * 40),
+                                  "safetensors cannot read"),
+    "wrong keys": (_wrong_keys, "keys or shapes"),
+    "wrong shapes": (_wrong_shapes, "keys or shapes"),
+}
+
+
+@pytest.mark.parametrize("kind", list(CORRUPTIONS))
+def test_corrupt_cache_is_detected_and_retrained(cache, fit_calls, monkeypatch, kind):
+    corrupt, reason = CORRUPTIONS[kind]
+    good = zoo.get_model("digits", "mlp", progress=False, **FAST)
+    key = good.zoo_meta["key"]
+    wpath, jpath = zoo.paths(key)
+    corrupt(wpath, jpath)
+
+    import safetensors.torch
+
+    loaded, real_load = [], safetensors.torch.load_file
+    monkeypatch.setattr(safetensors.torch, "load_file",
+                        lambda *a, **k: loaded.append(a) or real_load(*a, **k))
+    with pytest.warns(zoo.ZooCacheWarning, match=reason) as record:
+        again = zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert str(wpath) in str(record[0].message)
+    assert len(fit_calls) == 2  # retrained
+    expect_loads = 1 if reason in ("safetensors cannot read", "keys or shapes") else 0
+    assert len(loaded) == expect_loads  # a file failing its sha256 is never even parsed
+    assert _same(_state(again), _state(good))  # same config, same seed: same weights
+    # the new files are sound: the next call is a silent hit
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert len(fit_calls) == 2
+    assert sorted(p.name for p in cache.iterdir()) == [f"{key}.json", f"{key}.safetensors"]
+
+
+def test_atomic_write_leaves_no_temp_files(cache, monkeypatch):
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert all(not p.name.startswith(".") and not p.name.endswith(".tmp")
+               for p in cache.iterdir())
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(zoo.json, "dump", boom)  # fail while writing the metadata
+    with pytest.raises(OSError, match="disk full"):
+        zoo.get_model("digits", "mlp", progress=False, seed=7, **FAST)
+    key = zoo.config_hash("digits", "mlp", seed=7, **FAST)
+    names = sorted(p.name for p in cache.iterdir())
+    assert not any(n.endswith(".tmp") or n.startswith(".") for n in names)
+    assert f"{key}.safetensors" in names and f"{key}.json" not in names  # weights first
+    monkeypatch.undo()
+    monkeypatch.setenv("ROBATTR_CACHE", str(cache.parent))
+    with pytest.warns(zoo.ZooCacheWarning, match="metadata file is missing"):
+        zoo.get_model("digits", "mlp", progress=False, seed=7, **FAST)
+
+
+def test_metadata_content(cache, digits):
+    model = zoo.get_model("digits", "mlp", progress=False, **FAST)
+    meta = model.zoo_meta
+    key = zoo.config_hash("digits", "mlp", **FAST)
+    assert meta["key"] == key and meta == zoo.info("digits", "mlp", **FAST)
+    assert meta["config"] == zoo.config("digits", "mlp", **FAST)
+    assert meta["config"]["epochs"] == 2 and meta["config"]["dataset"] == "digits"
+    wpath, jpath = zoo.paths(key)
+    assert meta["weights_sha256"] == hashlib.sha256(wpath.read_bytes()).hexdigest()
+    assert meta["weights_file"] == wpath.name and meta["weights_bytes"] == wpath.stat().st_size
+    assert meta["test_acc"] == pytest.approx(evaluate(model, digits[1]))
+    assert 0 < meta["seconds_per_epoch"] and 0 < meta["train_seconds"]
+    assert len(meta["history"]["loss"]) == 2
+    assert meta["torch_version"] == torch.__version__
+    import robattr
+
+    assert meta["robattr_version"] == robattr.__version__
+    assert dt.datetime.fromisoformat(meta["created"]).tzinfo is not None
+    assert meta["num_params"] == sum(p.numel() for p in model.parameters())
+    assert json.loads(jpath.read_text()) == meta
+    assert zoo.info("digits", "mlp", seed=5, **FAST) is None
+
+
+def test_list_models_empty_and_skips_garbage(cache):
+    df = zoo.list_models()
+    assert len(df) == 0 and "test_acc" in df.columns
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    (cache / "junk.json").write_text("{oops")
+    df = zoo.list_models()
+    assert len(df) == 1 and df.loc[0, "arch"] == "mlp" and not math.isnan(df.loc[0, "test_acc"])
+
+
+def test_softplus_model_in_zoo(cache):
+    model = zoo.get_model("digits", "mlp", activation="softplus", beta=3, progress=False, **FAST)
+    assert all(isinstance(m, nn.Softplus) and m.beta == 3.0
+               for m in model.modules() if isinstance(m, (nn.ReLU, nn.Softplus)))
+    assert model.zoo_meta["config"]["activation"] == "softplus"
+    assert model.zoo_meta["config"]["beta"] == 3.0
+    again = zoo.get_model("digits", "mlp", activation="softplus", beta=3.0, progress=False, **FAST)
+    assert again.activation == "softplus" and again.beta == 3.0
+    with pytest.raises(ValueError, match="beta"):
+        zoo.get_model("digits", "mlp", activation="softplus", progress=False, **FAST)
+
+
+def test_get_model_device_cpu(cache):
+    model = zoo.get_model("digits", "mlp", device="cpu", progress=False, **FAST)
+    assert all(p.device.type == "cpu" for p in model.parameters())
