@@ -7,6 +7,9 @@ Submodules (imported on first use, so ``import robattr`` stays cheap):
 ``attributions``  differentiable, batched attribution methods
 ``train``         one trainer and its losses
 ``zoo``           ``get_model``: train once, cache by configuration hash
+``metrics``       similarity and faithfulness metrics, batched
+``attacks``       PGD and attacks on attributions
+``bounds``        the papers' bounds and certificates
 ``params``        validation of notebook parameters
 ``pipeline``      papermill + jupyter-book build, profiles
 ``viz``           heatmaps and tables for the book
@@ -18,7 +21,8 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "attributions", "data", "models", "params", "pipeline", "train", "utils", "viz", "zoo",
+    "attacks", "attributions", "bounds", "data", "metrics", "models", "params", "pipeline",
+    "train", "utils", "viz", "zoo",
 }
 
 __all__ = sorted(_SUBMODULES | {"__version__", "check_params", "get_device", "seed_everything"})

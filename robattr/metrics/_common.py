@@ -1,0 +1,146 @@
+"""Shared helpers of :mod:`robattr.metrics`: input checks, channel reduction, map
+normalisation and the AUC-over-epsilon aggregation of 000."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+__all__ = ["reduce_channels", "normalize_map", "auc_over_eps"]
+
+REDUCE_MODES = ("abs_sum", "sum", "abs")
+Reduce = str | Callable[[torch.Tensor], torch.Tensor] | None
+
+
+def check_batch(a, name: str) -> torch.Tensor:
+    """``a`` as a floating tensor with a batch axis first (N×D, N×H×W or N×C×H×W)."""
+    if not isinstance(a, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(a).__name__}")
+    if a.ndim < 2:
+        raise ValueError(f"{name} must be batch-first with at least 2 dims (N×D, N×H×W or "
+                         f"N×C×H×W), got shape {tuple(a.shape)}")
+    if a.shape[0] == 0 or a[0].numel() == 0:
+        raise ValueError(f"{name} is empty: shape {tuple(a.shape)}")
+    if not a.is_floating_point():
+        a = a.to(torch.get_default_dtype())
+    return a
+
+
+def check_pair(a, b, names: tuple[str, str] = ("a", "b")) -> tuple[torch.Tensor, torch.Tensor]:
+    a = check_batch(a, names[0])
+    b = check_batch(b, names[1])
+    if a.shape != b.shape:
+        raise ValueError(f"{names[0]} and {names[1]} must have the same shape, got "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        dtype = torch.promote_types(a.dtype, b.dtype)
+        a, b = a.to(dtype), b.to(dtype)
+    return a, b
+
+
+def reduce_channels(a: torch.Tensor, mode: Reduce = "abs_sum") -> torch.Tensor:
+    """Turn an attribution batch into one score per feature, as the papers do before
+    comparing maps.
+
+    ``"abs_sum"``: sum of ``|a|`` over the channel axis (axis 1) of an N×C×H×W batch,
+    giving N×H×W -- the "saliency" of 000's attacks and code, 003's heat maps
+    (``hm_thres="abs"``) and 004's plots. ``"sum"``: signed sum over channels.
+    ``"abs"``: elementwise ``|a|``, shape kept. ``None``: unchanged. A callable is
+    applied as is. Batches with fewer than 4 dims have no channel axis: ``"abs_sum"``
+    is then ``|a|`` and ``"sum"`` is the identity.
+    """
+    if mode is None or mode == "none":
+        return a
+    if callable(mode):
+        return mode(a)
+    if mode not in REDUCE_MODES:
+        raise ValueError(f"reduce must be one of {REDUCE_MODES}, None or a callable, got {mode!r}")
+    if mode == "abs":
+        return a.abs()
+    if a.ndim == 4:
+        return a.abs().sum(dim=1) if mode == "abs_sum" else a.sum(dim=1)
+    return a.abs() if mode == "abs_sum" else a
+
+
+NORMALIZE_MODES = ("max", "sum", "minmax")
+
+
+def normalize_map(a: torch.Tensor, mode: str = "max", *, q: float = 1.0) -> torch.Tensor:
+    """Normalise each map of a batch (all non-batch axes together); the shape is kept.
+
+    ``"max"``: ``a / max|a|`` (003's code, ``hm_norm="standard"`` on ``|.|`` maps).
+    ``"sum"``: ``|a| / sum|a|``, the ``n(.)`` of 000's top-k intersection.
+    ``"minmax"``: ``(a - min) / (Q_q(a) - min)`` clamped to [0, 1], with ``Q_q`` the
+    ``q``-quantile (``q = 1``: the max; ``q = 0.99`` reproduces the 99th-percentile
+    scaling of 004's released code). A zero (or constant, for ``"minmax"``) map maps
+    to all zeros.
+    """
+    a = check_batch(a, "a")
+    if mode not in NORMALIZE_MODES:
+        raise ValueError(f"mode must be one of {NORMALIZE_MODES}, got {mode!r}")
+    if not (isinstance(q, (int, float)) and 0.0 < q <= 1.0):
+        raise ValueError(f"q must be a quantile in (0, 1], got {q!r}")
+    flat = a.reshape(a.shape[0], -1)
+    if mode == "max":
+        s = flat.abs().amax(dim=1, keepdim=True)
+        out = torch.where(s > 0, flat / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(flat))
+    elif mode == "sum":
+        s = flat.abs().sum(dim=1, keepdim=True)
+        out = torch.where(s > 0, flat.abs() / torch.where(s > 0, s, torch.ones_like(s)),
+                          torch.zeros_like(flat))
+    else:
+        lo = flat.amin(dim=1, keepdim=True)
+        hi = flat.amax(dim=1, keepdim=True) if q == 1.0 else \
+            torch.quantile(flat, q, dim=1, keepdim=True)
+        span = hi - lo
+        ok = span > 0
+        out = torch.where(ok, ((flat - lo) / torch.where(ok, span, torch.ones_like(span))).clamp(0, 1),
+                          torch.zeros_like(flat))
+    return out.reshape(a.shape)
+
+
+def auc_over_eps(values, eps: Sequence[float] | torch.Tensor | None = None, *,
+                 spacing: str = "unit") -> torch.Tensor:
+    """Area under a metric-vs-epsilon curve, over the last axis of ``values``.
+
+    ``spacing="unit"`` is 000's aggregation (Tables 2-6): the trapezoid rule with unit
+    spacing between consecutive eps points, whatever their values; a metric equal to 1
+    at eps = 2, 4, 8, 16 gives 3. ``spacing="eps"`` integrates against the eps values
+    themselves (needs ``eps``). ``eps``, when given, must be strictly increasing with one
+    value per point.
+    """
+    v = torch.as_tensor(values)
+    if not v.is_floating_point():
+        v = v.to(torch.get_default_dtype())
+    if v.ndim == 0 or v.shape[-1] < 2:
+        raise ValueError(f"values needs at least 2 eps points on its last axis, got shape "
+                         f"{tuple(v.shape)}")
+    if spacing not in ("unit", "eps"):
+        raise ValueError(f"spacing must be 'unit' or 'eps', got {spacing!r}")
+    e = None
+    if eps is not None:
+        e = torch.as_tensor(eps, dtype=v.dtype, device=v.device)
+        if e.ndim != 1 or e.shape[0] != v.shape[-1]:
+            raise ValueError(f"eps must hold one value per point ({v.shape[-1]}), got shape "
+                             f"{tuple(e.shape)}")
+        if not bool((e[1:] > e[:-1]).all()):
+            raise ValueError(f"eps must be strictly increasing, got {e.tolist()}")
+    if spacing == "eps":
+        if e is None:
+            raise ValueError("spacing='eps' needs the eps values")
+        return torch.trapezoid(v, x=e, dim=-1)
+    return torch.trapezoid(v, dx=1.0, dim=-1)
+
+
+def check_positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def check_eps(eps, name: str = "eps") -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) \
+            or eps < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {eps!r}")
+    return float(eps)
