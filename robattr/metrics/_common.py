@@ -7,9 +7,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from robattr.attributions.postprocess import percentile_normalize, reduce_channels
+
 __all__ = ["reduce_channels", "normalize_map", "auc_over_eps"]
 
-REDUCE_MODES = ("abs_sum", "sum", "abs")
 Reduce = str | Callable[[torch.Tensor], torch.Tensor] | None
 
 
@@ -39,30 +40,6 @@ def check_pair(a, b, names: tuple[str, str] = ("a", "b")) -> tuple[torch.Tensor,
     return a, b
 
 
-def reduce_channels(a: torch.Tensor, mode: Reduce = "abs_sum") -> torch.Tensor:
-    """Turn an attribution batch into one score per feature, as the papers do before
-    comparing maps.
-
-    ``"abs_sum"``: sum of ``|a|`` over the channel axis (axis 1) of an N×C×H×W batch,
-    giving N×H×W -- the "saliency" of 000's attacks and code, 003's heat maps
-    (``hm_thres="abs"``) and 004's plots. ``"sum"``: signed sum over channels.
-    ``"abs"``: elementwise ``|a|``, shape kept. ``None``: unchanged. A callable is
-    applied as is. Batches with fewer than 4 dims have no channel axis: ``"abs_sum"``
-    is then ``|a|`` and ``"sum"`` is the identity.
-    """
-    if mode is None or mode == "none":
-        return a
-    if callable(mode):
-        return mode(a)
-    if mode not in REDUCE_MODES:
-        raise ValueError(f"reduce must be one of {REDUCE_MODES}, None or a callable, got {mode!r}")
-    if mode == "abs":
-        return a.abs()
-    if a.ndim == 4:
-        return a.abs().sum(dim=1) if mode == "abs_sum" else a.sum(dim=1)
-    return a.abs() if mode == "abs_sum" else a
-
-
 NORMALIZE_MODES = ("max", "sum", "minmax")
 
 
@@ -90,13 +67,7 @@ def normalize_map(a: torch.Tensor, mode: str = "max", *, q: float = 1.0) -> torc
         out = torch.where(s > 0, flat.abs() / torch.where(s > 0, s, torch.ones_like(s)),
                           torch.zeros_like(flat))
     else:
-        lo = flat.amin(dim=1, keepdim=True)
-        hi = flat.amax(dim=1, keepdim=True) if q == 1.0 else \
-            torch.quantile(flat, q, dim=1, keepdim=True)
-        span = hi - lo
-        ok = span > 0
-        out = torch.where(ok, ((flat - lo) / torch.where(ok, span, torch.ones_like(span))).clamp(0, 1),
-                          torch.zeros_like(flat))
+        out = percentile_normalize(flat, q=100.0 * q)
     return out.reshape(a.shape)
 
 

@@ -24,6 +24,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from robattr.attributions import resolve_target
+
 from ._common import (Reduce, check_batch, check_eps, check_positive_int, normalize_map,
                       reduce_channels)
 from .similarity import cosine_similarity
@@ -48,22 +50,6 @@ class Curve(NamedTuple):
     scores: torch.Tensor
     auc: torch.Tensor
     mean: torch.Tensor
-
-
-def _resolve_target(model: nn.Module, x: torch.Tensor, target) -> torch.Tensor:
-    if target is None:
-        with torch.no_grad():
-            return model(x).argmax(dim=1)
-    target = torch.as_tensor(target, device=x.device)
-    if target.is_floating_point() or target.dtype == torch.bool:
-        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype}")
-    target = target.long()
-    if target.ndim == 0:
-        target = target.expand(x.shape[0])
-    if target.shape != (x.shape[0],):
-        raise ValueError(f"target must hold one class per input: shape ({x.shape[0]},), got "
-                         f"{tuple(target.shape)}")
-    return target
 
 
 def _ratios(ratios, device, dtype) -> torch.Tensor:
@@ -128,7 +114,7 @@ def _curve(model, x, attribution, target, *, mode, baseline, ratios, rank_by, ba
     if output not in ("prob", "logit"):
         raise ValueError(f"output must be 'prob' or 'logit', got {output!r}")
     x = x.detach()
-    target = _resolve_target(model, x, target)
+    target = resolve_target(model, x, target)
     scores, mask_shape = _pixel_scores(attribution, x, rank_by)
     scores = scores.detach()
     base = _baseline(baseline, x)
@@ -214,7 +200,7 @@ def adv_insertion(model: nn.Module, method: Callable, x: torch.Tensor, x_adv: to
     if x.shape != x_adv.shape:
         raise ValueError(f"x and x_adv must have the same shape, got {tuple(x.shape)} and "
                          f"{tuple(x_adv.shape)}")
-    target = _resolve_target(model, x, target)
+    target = resolve_target(model, x, target)
     attr = method(model, x_adv.detach(), target, **(method_kwargs or {})).detach()
     return insertion(model, x, attr, target, **insertion_kwargs)
 
@@ -256,7 +242,7 @@ def class_retrieval(model: nn.Module, x: torch.Tensor, mask, target, *,
     if mask.shape[0] != x.shape[0]:
         raise ValueError(f"mask and x must have the same batch size, got {mask.shape[0]} and "
                          f"{x.shape[0]}")
-    target = _resolve_target(model, x, target)
+    target = resolve_target(model, x, target)
     if normalize is not None:
         if normalize not in ("minmax", "max"):
             raise ValueError(f"normalize must be 'minmax', 'max' or None, got {normalize!r}")
@@ -305,7 +291,7 @@ def rps(model: nn.Module, method: Callable, x: torch.Tensor, target=None, eps: f
         raise ValueError(f"clamp must be None or a (low, high) pair with low <= high, got "
                          f"{clamp!r}")
     kwargs = method_kwargs or {}
-    target = _resolve_target(model, x, target)
+    target = resolve_target(model, x, target)
     n = x.shape[0]
 
     def attribution(inp, tgt):

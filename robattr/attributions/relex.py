@@ -1,0 +1,93 @@
+"""RelEx (004): a saliency mask learned on noisy copies of the input."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ._core import (check_count, check_input, check_model, check_nonnegative, check_positive,
+                    make_generator, per_input, rand, randn, refuse_graph, resolve_target,
+                    samples_per_chunk, select, value_range)
+
+__all__ = ["relex", "relex_loss"]
+
+
+def relex_loss(model: nn.Module, m: torch.Tensor, xs: torch.Tensor, target: torch.Tensor, *,
+               lambda1: float = 1e-4, lambda2: float = 1.0, eps: float = 1e-7) -> torch.Tensor:
+    """Per-row RelEx objective (004, Eq. 9-11) for masks ``m`` and inputs ``xs`` (same shape):
+
+    ``-log p_t(m * x) + lambda1 ||m||_1 - lambda2 log(1 - p_t((1 - m) * x) + eps)``.
+
+    The first term is Eq. 9 (keep the class with the mask), the second Eq. 10's
+    sparsity, the third Eq. 11's B (the complement must *not* show the class), with
+    004's code's ``eps = 1e-7`` inside the log. ``p_t`` is the softmax probability of
+    the target class.
+    """
+    keep = F.log_softmax(model(m * xs), dim=1)
+    drop = F.softmax(model((1 - m) * xs), dim=1)
+    fore = -select(keep, target)
+    back = -torch.log(1 - select(drop, target, check=False) + eps)
+    return fore + lambda1 * m.abs().flatten(1).sum(1) + lambda2 * back
+
+
+def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
+          noise_ratio: float = 0.1, epochs: int = 50, lr: float = 0.1, momentum: float = 0.99,
+          lambda1: float = 1e-4, lambda2: float = 1.0, batch: bool = True,
+          init: float = 0.01, batch_size: int = 128, generator=None, seed=None,
+          create_graph: bool = False) -> torch.Tensor:
+    """RelEx (Lim, Lee & Kim, CVPR 2021; paper 004): the mask minimising Eq. 11.
+
+    For each input a mask ``m`` of the input's full shape starts ``U(0, init)``
+    (``init = 0.01``). Each of ``epochs`` steps draws ``n_noisy`` fresh copies
+    ``x~ = x + N(0, sigma^2)``, ``sigma = noise_ratio (max - min)`` of that input, averages
+    :func:`relex_loss` over them, rescales the mask's gradient to unit l2 norm (per
+    input), takes an SGD step (learning rate ``lr``, heavy-ball ``momentum``), and clamps
+    ``m`` to [0, 1]. ``batch=False`` is the paper's "without the batch" variant: one
+    noise-free copy. Several inputs are optimised at once, each with its own mask and
+    step. Returns the mask, shaped like ``x``.
+
+    Defaults follow 004's released code (50 copies, 50 iterations, lr 0.1, momentum 0.99,
+    lambda1 1e-4, lambda2 1); its supplement states 100 copies and plain SGD with lr 0.001.
+    Masks multiply the pixels in [0, 1] (the code masks the normalized image): a removed
+    pixel is black here, the dataset mean there. Keep the model in eval mode (BatchNorm in
+    train mode would couple the copies).
+
+    Not differentiable w.r.t. ``x``: the result is the end point of an optimisation, whose
+    derivative would need unrolling every step; ``create_graph=True`` raises
+    :class:`NotDifferentiableError`.
+    """
+    refuse_graph(create_graph, "relex", "it returns the end point of an optimisation")
+    check_model(model)
+    x = check_input(x).detach()
+    epochs, n_noisy = check_count("epochs", epochs), check_count("n_noisy", n_noisy)
+    lr = check_positive("lr", lr)
+    momentum = check_nonnegative("momentum", momentum)
+    init = check_nonnegative("init", init)
+    lambda1, lambda2 = check_nonnegative("lambda1", lambda1), check_nonnegative("lambda2", lambda2)
+    sigma = per_input(check_positive("noise_ratio", noise_ratio) * value_range(x), x)
+    target = resolve_target(model, x, target)
+    gen = make_generator(x, generator, seed)
+    copies = n_noisy if batch else 1
+    k = samples_per_chunk(batch_size, x.shape[0])
+    m = init * rand(x.shape, x, gen)
+    velocity = torch.zeros_like(x)
+    for _ in range(epochs):
+        g = torch.zeros_like(x)
+        for s in range(0, copies, k):
+            ks = min(k, copies - s)
+            xs = x.unsqueeze(0).expand((ks,) + x.shape)
+            if batch:
+                xs = xs + torch.stack([sigma * randn(x.shape, x, gen) for _ in range(ks)])
+            xs = xs.reshape((ks * x.shape[0],) + x.shape[1:])
+            mm = m.detach().requires_grad_(True)
+            with torch.enable_grad():
+                rows = mm.unsqueeze(0).expand((ks,) + x.shape).reshape(xs.shape)
+                loss = relex_loss(model, rows, xs, target.repeat(ks),
+                                  lambda1=lambda1, lambda2=lambda2).sum() / copies
+                (gm,) = torch.autograd.grad(loss, mm)
+            g = g + gm
+        norm = g.flatten(1).norm(dim=1).clamp_min(torch.finfo(x.dtype).tiny)
+        g = g / per_input(norm, x)
+        velocity = momentum * velocity + g
+        m = (m - lr * velocity).clamp(0, 1)
+    return m
