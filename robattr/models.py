@@ -15,6 +15,7 @@ torch.Size([2, 10])
 """
 from __future__ import annotations
 
+
 import contextlib
 import math
 import os
@@ -204,16 +205,45 @@ def _torchvision_resnet(arch: str, c: int, k: int) -> nn.Module:
     """torchvision's ImageNet ResNet (He et al., CVPR 2016), random init (weights=None).
 
     A non-RGB input gets a fresh 7x7 stem with the right number of input channels.
-    torchvision's blocks share one ReLU module per block; it is replaced by a fresh
-    ``ReLU(inplace=False)`` (the block calls it by attribute, so swapping still works).
+    torchvision's blocks call one ReLU module two or three times; each block is given
+    one activation module per use (same maths, same state dict), so hook-based
+    methods (DeepLIFT, Guided Backprop) and ``set_activation`` see every use.
     """
     import torchvision
+    from torchvision.models.resnet import BasicBlock, Bottleneck
 
     net = getattr(torchvision.models, arch)(weights=None, num_classes=k)
     if c != 3:
         net.conv1 = nn.Conv2d(c, 64, kernel_size=7, stride=2, padding=3, bias=False)
         nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
+    for layer in (net.layer1, net.layer2, net.layer3, net.layer4):
+        for i, block in enumerate(layer):
+            assert isinstance(block, (BasicBlock, Bottleneck))
+            layer[i] = _SplitBlock(block)
+    net.relu = nn.ReLU(inplace=False)
     return net
+
+
+class _SplitBlock(nn.Module):
+    """A torchvision BasicBlock or Bottleneck, same submodules and state-dict keys,
+    with a fresh activation module for each of its uses."""
+
+    def __init__(self, block: nn.Module):
+        super().__init__()
+        self.conv1, self.bn1, self.conv2, self.bn2 = block.conv1, block.bn1, block.conv2, block.bn2
+        self.conv3 = getattr(block, "conv3", None)          # Bottleneck only
+        self.bn3 = getattr(block, "bn3", None)
+        self.downsample = block.downsample
+        self.relu = nn.ReLU(inplace=False)
+        self.relu2 = nn.ReLU(inplace=False) if self.conv3 is not None else None
+        self.relu_out = nn.ReLU(inplace=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        if self.conv3 is not None:
+            out = self.bn3(self.conv3(self.relu2(out)))
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu_out(out + identity)
 
 
 # --------------------------------------------------------------------------- build

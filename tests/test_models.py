@@ -295,3 +295,30 @@ def test_no_download_by_default(monkeypatch):
     monkeypatch.setattr(torch.hub, "load_state_dict_from_url", boom)
     build("resnet18", SMALL_RGB)
     build("resnet50", SMALL_RGB)
+
+
+@pytest.mark.parametrize("arch", ["resnet18", "resnet50"])
+def test_torchvision_resnets_use_each_activation_once(arch):
+    """Our blocks compute torchvision's function, but call every ReLU module once."""
+    import torchvision
+
+    info = {"shape": (3, 32, 32), "num_classes": 5, "mean": (0.5,) * 3, "std": (0.25,) * 3}
+    model = models.build(arch, info).eval()
+    ref = getattr(torchvision.models, arch)(weights=None, num_classes=5).eval()
+    ref.load_state_dict(model.net.state_dict())
+    x = torch.rand(2, 3, 32, 32)
+    torch.testing.assert_close(model.net(x), ref(x))
+    calls = {}
+    relus = [m for m in model.modules() if isinstance(m, nn.ReLU)]
+    for m in relus:
+        m.register_forward_hook(lambda mod, i, o: calls.__setitem__(id(mod), calls.get(id(mod), 0) + 1))
+    model(x)
+    assert len(calls) == len(relus) and set(calls.values()) == {1}
+
+
+def test_torchvision_resnet_pickles():
+    info = {"shape": (3, 32, 32), "num_classes": 5, "mean": (0.5,) * 3, "std": (0.25,) * 3}
+    model = models.build("resnet18", info).eval()
+    clone = pickle.loads(pickle.dumps(model))
+    x = torch.rand(1, 3, 32, 32)
+    torch.testing.assert_close(clone(x), model(x))

@@ -2,7 +2,9 @@
 (wrapping Captum) and the meaningful-perturbation mask (Fong & Vedaldi, 2017)."""
 from __future__ import annotations
 
+import contextlib
 import math
+import warnings
 
 import torch
 from torch import nn
@@ -12,6 +14,16 @@ from ._core import (check_count, check_input, check_like, check_model, check_non
                     check_positive, num_classes, refuse_graph, resolve_target, select)
 
 __all__ = ["grad_cam", "deeplift", "meaningful_perturbation", "last_conv"]
+
+
+@contextlib.contextmanager
+def _quiet_captum():
+    """Captum warns at import (no ipywidgets for tqdm) and on every call (it sets
+    requires_grad, adds hooks); none of it concerns our callers."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"captum(\.|$)")
+        yield
 
 
 def _need_image(x, name):
@@ -43,7 +55,8 @@ def grad_cam(model: nn.Module, x: torch.Tensor, target=None, *, layer=None, relu
     check_model(model)
     x = check_input(x)
     _need_image(x, "grad_cam")
-    from captum.attr import LayerAttribution, LayerGradCam
+    with _quiet_captum():
+        from captum.attr import LayerAttribution, LayerGradCam
 
     if layer is None:
         layer = last_conv(model)
@@ -56,7 +69,8 @@ def grad_cam(model: nn.Module, x: torch.Tensor, target=None, *, layer=None, relu
         raise ValueError(f"layer must be a module, a module name or None, got {layer!r}")
     target = resolve_target(model, x, target, num_classes(model, x))
     x = x.detach()
-    cam = LayerGradCam(model, layer).attribute(x, target=target, relu_attributions=relu)
+    with _quiet_captum():
+        cam = LayerGradCam(model, layer).attribute(x, target=target, relu_attributions=relu)
     if cam.ndim != 4:
         raise ValueError(f"grad_cam needs a layer with N x C x h x w output, got {tuple(cam.shape)}")
     cam = LayerAttribution.interpolate(cam.sum(1, keepdim=True), tuple(x.shape[2:]), "bilinear")
@@ -74,12 +88,14 @@ def deeplift(model: nn.Module, x: torch.Tensor, target=None, *, baseline=None,
     refuse_graph(create_graph, "deeplift", "it wraps Captum, which does not keep the graph")
     check_model(model)
     x = check_input(x)
-    from captum.attr import DeepLift
+    with _quiet_captum():
+        from captum.attr import DeepLift
 
     target = resolve_target(model, x, target, num_classes(model, x))
     b = torch.zeros_like(x) if baseline is None else check_like("baseline", baseline, x)
-    out = DeepLift(model).attribute(x.detach().clone(), baselines=b.detach().contiguous(),
-                                    target=target)
+    with _quiet_captum():
+        out = DeepLift(model).attribute(x.detach().clone(), baselines=b.detach().contiguous(),
+                                        target=target)
     return out.detach()
 
 
