@@ -29,7 +29,7 @@ from torch import nn
 
 __all__ = [
     "ARCHS", "ACTIVATIONS", "Normalize", "build", "set_activation", "get_activation",
-    "using_activation", "load_weights", "ResNetCIFAR", "BasicBlock", "LambdaShortcut",
+    "using_activation", "has_relu", "load_weights", "ResNetCIFAR", "BasicBlock", "LambdaShortcut",
 ]
 
 ARCHS = ("mlp", "cnn", "lenet", "resnet18_cifar", "resnet20", "resnet18", "resnet50")
@@ -349,6 +349,13 @@ def _swap(module: nn.Module, activation: str, beta: float | None) -> int:
         else:
             n += _swap(child, activation, beta)
     return n
+
+
+def has_relu(model: nn.Module) -> bool:
+    """True if any module of ``model`` is a piecewise-linear activation (ReLU family):
+    its input Hessian is zero almost everywhere."""
+    return any(isinstance(m, (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.Hardtanh))
+               for m in model.modules())
 
 
 def set_activation(model: nn.Module, activation: str, beta: float | None = None) -> nn.Module:

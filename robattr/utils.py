@@ -1,13 +1,14 @@
 """Small helpers every module shares: device resolution and seeding."""
 from __future__ import annotations
 
+import numbers
 import os
 import random
 
 import numpy as np
 import torch
 
-__all__ = ["get_device", "seed_everything", "cache_dir"]
+__all__ = ["get_device", "seed_everything", "make_generator", "cache_dir"]
 
 
 def get_device(device: str | torch.device = "auto") -> torch.device:
@@ -33,6 +34,22 @@ def seed_everything(seed: int) -> torch.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
+
+
+def make_generator(x: torch.Tensor, generator=None, seed=None) -> torch.Generator | None:
+    """The generator a sampling routine draws from: ``generator`` as given, a fresh one
+    seeded with ``seed`` on ``x``'s device, or None (torch's global generator)."""
+    if generator is not None and seed is not None:
+        raise ValueError("give either generator or seed, not both")
+    if generator is not None:
+        if not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        return generator
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        return torch.Generator(device=x.device).manual_seed(int(seed))
+    return None
 
 
 def cache_dir() -> "os.PathLike[str]":

@@ -304,6 +304,13 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
         "train_acc": hist.train_acc[-1],
         "final_loss": hist.loss[-1],
         "seconds_per_epoch": hist.seconds_per_epoch,
+        # peak memory of training (robattr.train.trainer's docstring): CUDA's
+        # max_memory_allocated on a GPU; on the CPU the peak activation bytes autograd
+        # holds for backward in the first step + parameters, gradients and optimizer
+        # state. saved_tensor_peak_bytes: that activation peak, on every device
+        "peak_memory_bytes": getattr(hist, "peak_memory_bytes", None),
+        "peak_memory_measure": getattr(hist, "memory_measure", None),
+        "saved_tensor_peak_bytes": getattr(hist, "saved_tensor_peak_bytes", None),
         "train_seconds": wall,
         "history": {"loss": hist.loss, "train_acc": hist.train_acc, "seconds": hist.seconds},
         "num_params": sum(p.numel() for p in model.parameters()),

@@ -127,7 +127,7 @@ def test_ce_loss_protocol(digits):
 
 def test_make_loss_rejects_unknown():
     with pytest.raises(ValueError, match="unknown loss"):
-        make_loss("trades")
+        make_loss("nope")
     with pytest.raises(ValueError, match="no hyper-parameter 'lam'"):
         make_loss("ce", lam=1.0)
 

@@ -10,6 +10,8 @@ import numbers
 import torch
 from torch import nn
 
+from robattr.utils import make_generator  # noqa: F401  (re-exported for the methods)
+
 __all__ = ["NotDifferentiableError", "resolve_target", "logit_grad"]
 
 
@@ -153,22 +155,6 @@ def logit_grad(model: nn.Module, x: torch.Tensor, target: torch.Tensor,
 
 
 # --------------------------------------------------------------------------- randomness
-def make_generator(x: torch.Tensor, generator, seed) -> torch.Generator | None:
-    """The generator to draw from: ``generator``, a fresh one seeded with ``seed`` on
-    ``x``'s device, or None (torch's global generator)."""
-    if generator is not None and seed is not None:
-        raise ValueError("give either generator or seed, not both")
-    if generator is not None:
-        if not isinstance(generator, torch.Generator):
-            raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-        return generator
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
-        return torch.Generator(device=x.device).manual_seed(int(seed))
-    return None
-
-
 def randn(shape, x: torch.Tensor, generator) -> torch.Tensor:
     """Standard normal draws of ``shape`` with ``x``'s dtype, on ``x``'s device."""
     if generator is None:

@@ -1,155 +1,58 @@
-"""One trainer (:func:`fit`), :func:`evaluate`, and the training losses.
+"""The trainer (:func:`fit`), :func:`evaluate`, :class:`History`, and peak-memory probes.
 
-A loss is a small object built from its hyper-parameters and called on a batch::
+**Peak memory.** :func:`fit` records two numbers in :class:`History`:
 
-    loss = make_loss("ce")                 # or CrossEntropy(), or LOSSES["ce"](**hparams)
-    value, logs = loss(model, x, y)        # scalar tensor to backprop, dict of logged values
-
-The protocol every loss follows (the robust losses -- AT, TRADES, IG-NORM, IGR, SSR,
-Hessian, l2, cosd -- slot in the same way):
-
-* subclass :class:`Loss`, set ``name`` (the key in :data:`LOSSES` and the zoo's
-  ``method``) and ``defaults`` (every hyper-parameter with its default; the zoo hashes
-  the full set, so adding a hyper-parameter later changes no existing key only if its
-  default reproduces the old behaviour);
-* decorate with :func:`register_loss`;
-* ``__call__(model, x, y)`` returns ``(loss, logs)``: ``loss`` a scalar tensor, ``logs``
-  a dict name -> 0-dim tensor or float (batch means; the trainer averages them over the
-  epoch, weighted by batch size, and reads them once per epoch). By convention
-  ``logs["acc"]`` is the clean accuracy of the batch, which :class:`History` reports as
-  train accuracy. The loss may switch the model to eval mode inside (e.g. for an
-  attack) but must switch it back to train mode before returning.
+* ``saved_tensor_peak_bytes`` (every device): the peak, during the *first training
+  step*, of the bytes of the distinct tensor storages that autograd holds for backward,
+  parameters excluded -- the activation memory of a step, the part that robust losses
+  grow (tracked with ``torch.autograd.graph.saved_tensors_hooks``: +bytes when a storage
+  is first saved, -bytes when the last graph node holding it is freed; double-backward
+  graphs and the graphs of inner attack loops count while they are alive; temporaries
+  that are never saved for backward are not seen). It is deterministic and does not
+  depend on the process's history (an RSS delta would: ``ru_maxrss`` only moves when a
+  step beats the process's earlier peak, e.g. set by an earlier test). One step
+  suffices (all steps have the same shapes but the last); the hooks cost Python time,
+  so the other steps run without them.
+* ``peak_memory_bytes``: on CUDA, ``torch.cuda.max_memory_allocated`` over the whole
+  run (reset at the start: parameters, gradients, optimizer state, batches,
+  activations and temporaries, as a GPU memory table reports it); on the CPU, the
+  activation peak above plus the training state (the bytes of the parameters, their
+  gradients and the optimizer's state tensors after the first step).
+  ``memory_measure`` says which.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import time
+import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
+from robattr.train.losses import Loss, make_loss
 from robattr.utils import get_device, seed_everything
 
-__all__ = [
-    "Loss", "CrossEntropy", "LOSSES", "RESERVED_HPARAMS", "register_loss", "make_loss", "History", "fit",
-    "evaluate", "OPTIMIZERS",
-]
+__all__ = ["History", "fit", "evaluate", "OPTIMIZERS", "SavedTensorPeak"]
 
 
-# --------------------------------------------------------------------------- losses
-class Loss:
-    """Base class of training losses: ``loss(model, x, y) -> (scalar, logs)``.
-
-    ``hparams`` holds every hyper-parameter, defaults filled in (ints given for float
-    defaults become floats, so ``lam=1`` and ``lam=1.0`` are the same configuration);
-    each is also readable as an attribute (``loss.lam``).
-    """
-
-    name: ClassVar[str] = ""
-    defaults: ClassVar[dict[str, Any]] = {}
-
-    def __init__(self, **hparams: Any):
-        unknown = sorted(set(hparams) - set(self.defaults))
-        if unknown:
-            known = ", ".join(self.defaults) or "none"
-            raise ValueError(f"loss {self.name!r} has no hyper-parameter "
-                             f"{', '.join(map(repr, unknown))} (it takes: {known})")
-        self.hparams = {k: _coerce(k, d, hparams.get(k, d)) for k, d in self.defaults.items()}
-
-    def __getattr__(self, key: str) -> Any:
-        hp = self.__dict__.get("hparams", {})
-        if key in hp:
-            return hp[key]
-        raise AttributeError(f"{type(self).__name__!s} has no attribute {key!r}")
-
-    def __call__(self, model: nn.Module, x: torch.Tensor,
-                 y: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
-        raise NotImplementedError
-
-    def config(self) -> dict[str, Any]:
-        """``{"name": ..., **hparams}``: what defines this loss (used by the zoo's key)."""
-        return {"name": self.name, **self.hparams}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())
-        return f"{type(self).__name__}({args})"
-
-    @staticmethod
-    def accuracy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Batch accuracy as a detached 0-dim tensor (no device sync)."""
-        return (logits.detach().argmax(1) == y).float().mean()
-
-
-def _coerce(key: str, default: Any, value: Any) -> Any:
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
-
-
-LOSSES: dict[str, type[Loss]] = {}
-
-#: Names a loss hyper-parameter may not take: :func:`robattr.zoo.get_model` passes its
-#: extra keyword arguments to the loss, so these would be ambiguous there (e.g. TRADES'
-#: beta must be called something else, since ``beta`` is the Softplus beta).
-RESERVED_HPARAMS = frozenset({
-    "dataset", "arch", "method", "epochs", "lr", "batch_size", "optimizer", "weight_decay",
-    "milestones", "seed", "activation", "beta", "device", "retrain", "progress", "name",
-})
-
-
-def register_loss(cls: type[Loss]) -> type[Loss]:
-    """Class decorator: add a :class:`Loss` subclass to :data:`LOSSES` under ``cls.name``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} needs a non-empty `name`")
-    clash = sorted(RESERVED_HPARAMS & set(cls.defaults))
-    if clash:
-        raise ValueError(f"loss {cls.name!r}: hyper-parameter name(s) {clash} are reserved "
-                         "(they mean something else to fit/get_model); rename them")
-    if cls.name in LOSSES and LOSSES[cls.name] is not cls:
-        raise ValueError(f"a loss named {cls.name!r} is already registered")
-    LOSSES[cls.name] = cls
-    return cls
-
-
-def make_loss(name: str | Loss, **hparams: Any) -> Loss:
-    """Build a registered loss by name (``make_loss("ce")``); a Loss object passes through."""
-    if isinstance(name, Loss):
-        if hparams:
-            raise ValueError("hyper-parameters go to the Loss constructor, not make_loss")
-        return name
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; known: {', '.join(LOSSES)}")
-    return LOSSES[name](**hparams)
-
-
-@register_loss
-class CrossEntropy(Loss):
-    """Plain cross-entropy on clean inputs (the "CE only" baseline of every paper)."""
-
-    name = "ce"
-    defaults: ClassVar[dict[str, Any]] = {}
-
-    def __call__(self, model, x, y):
-        logits = model(x)
-        loss = F.cross_entropy(logits, y)
-        return loss, {"ce": loss.detach(), "acc": self.accuracy(logits, y)}
-
-
-# --------------------------------------------------------------------------- trainer
 @dataclass
 class History:
     """Per-epoch record of :func:`fit`: mean loss, train accuracy, seconds, learning rate,
-    and every value the loss logged (epoch means)."""
+    and every value the loss logged (epoch means); plus the peak memory of the run (see
+    the module docstring)."""
 
     loss: list[float] = field(default_factory=list)
     train_acc: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     logs: list[dict[str, float]] = field(default_factory=list)
+    peak_memory_bytes: int | None = None
+    memory_measure: str | None = None
+    saved_tensor_peak_bytes: int | None = None
 
     @property
     def epochs(self) -> int:
@@ -173,6 +76,97 @@ class History:
         return pd.DataFrame(rows).set_index("epoch") if rows else pd.DataFrame()
 
 
+# --------------------------------------------------------------------------- memory
+class _Saved:
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+class SavedTensorPeak:
+    """Context manager: peak bytes of the distinct storages autograd holds for backward.
+
+        with SavedTensorPeak() as probe:
+            loss = loss_fn(model, x, y)[0]; loss.backward()
+        probe.peak_bytes
+
+    Storages are counted once however many graph nodes save them (keyed by data
+    pointer and device) and released when the last node holding them is freed.
+    ``exclude``: tensors (e.g. ``model.parameters()``) whose storages are not counted,
+    to measure activations only.
+    """
+
+    def __init__(self, exclude=()):
+        self.current = 0
+        self.peak = 0
+        self._live: dict[tuple, list[int]] = {}
+        self._hooks = None
+        self._exclude = {(t.untyped_storage().data_ptr(), str(t.device)) for t in exclude}
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.peak
+
+    def _release(self, key):
+        entry = self._live.get(key)
+        if entry is None:
+            return
+        entry[0] -= 1
+        if entry[0] == 0:
+            self.current -= entry[1]
+            del self._live[key]
+
+    def _pack(self, t: torch.Tensor):
+        st = t.untyped_storage()
+        key = (st.data_ptr(), str(t.device))
+        if key in self._exclude:
+            return t
+        entry = self._live.get(key)
+        if entry is None:
+            self._live[key] = [1, st.nbytes()]
+            self.current += st.nbytes()
+            self.peak = max(self.peak, self.current)
+        else:
+            entry[0] += 1
+        handle = _Saved(t)
+        weakref.finalize(handle, self._release, key)
+        return handle
+
+    @staticmethod
+    def _unpack(handle):
+        return handle if torch.is_tensor(handle) else handle.tensor
+
+    def __enter__(self):
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._hooks.__exit__(*exc)
+        return False
+
+
+def _state_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> int:
+    """Bytes of the distinct storages of the parameters, their gradients and the optimizer
+    state tensors."""
+    seen: dict[tuple, int] = {}
+
+    def add(t):
+        if torch.is_tensor(t):
+            st = t.untyped_storage()
+            seen[(st.data_ptr(), str(t.device))] = st.nbytes()
+
+    for p in model.parameters():
+        add(p)
+        add(p.grad)
+    for state in opt.state.values():
+        for v in state.values():
+            add(v)
+    return sum(seen.values())
+
+
+# --------------------------------------------------------------------------- trainer
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adam": lambda p, lr, wd: torch.optim.Adam(p, lr=lr, weight_decay=wd),
     "adamw": lambda p, lr, wd: torch.optim.AdamW(p, lr=lr, weight_decay=wd),
@@ -195,14 +189,17 @@ def _loader(ds: Any, batch_size: int, shuffle: bool, seed: int):
 def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int = 10,
         batch_size: int = 128, lr: float = 1e-3, optimizer: str = "adam",
         weight_decay: float = 0.0, milestones: list[int] | None = None, seed: int = 0,
-        device: str | torch.device = "auto", progress: bool = True) -> History:
+        device: str | torch.device = "auto", progress: bool = True,
+        measure_memory: bool = True) -> History:
     """Train ``model`` in place on ``train_set`` and return its :class:`History`.
 
     ``train_set`` is a Dataset of ``(x, y)`` or a tuple of tensors ``(X, y)``.
+    ``loss``: a name in :data:`robattr.train.LOSSES` or a :class:`Loss` object.
     ``optimizer``: ``"adam"``, ``"adamw"`` or ``"sgd"`` (momentum 0.9); ``milestones``:
     epochs at which the learning rate is multiplied by 0.1. Seeds everything with
     ``seed`` (shuffling included); full precision (no AMP). One tqdm bar over all batches
-    unless ``progress=False``. The model ends on ``device`` in eval mode.
+    unless ``progress=False``. ``measure_memory`` records the peak memory (module
+    docstring). The model ends on ``device`` in eval mode.
     """
     if not (isinstance(epochs, numbers.Integral) and epochs >= 1):
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
@@ -218,6 +215,11 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
              if milestones else None)
     has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
     hist = History()
+    probe = SavedTensorPeak(exclude=model.parameters()) if measure_memory else None
+    state_bytes = 0
+    if measure_memory and dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
 
     from tqdm import tqdm
 
@@ -236,9 +238,13 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
                 x = x.to(dev, non_blocking=True)
                 y = torch.as_tensor(y).to(dev, non_blocking=True)
                 opt.zero_grad(set_to_none=True)
-                value, logs = loss_fn(model, x, y)
-                value.backward()
+                first = probe is not None and n == 0 and epoch == 0
+                with probe if first else contextlib.nullcontext():
+                    value, logs = loss_fn(model, x, y)
+                    value.backward()
                 opt.step()
+                if first:
+                    state_bytes = _state_bytes(model, opt)
                 b = len(y)
                 n += b
                 for k, v in {"loss": value.detach(), **logs}.items():
@@ -262,6 +268,15 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
     finally:
         bar.close()
         model.eval()
+    if probe is not None:
+        hist.saved_tensor_peak_bytes = int(probe.peak_bytes)
+        if dev.type == "cuda":
+            hist.peak_memory_bytes = int(torch.cuda.max_memory_allocated(dev))
+            hist.memory_measure = "torch.cuda.max_memory_allocated (whole run)"
+        else:
+            hist.peak_memory_bytes = hist.saved_tensor_peak_bytes + state_bytes
+            hist.memory_measure = ("peak activation bytes held by autograd (first step) "
+                                   "+ parameters, gradients and optimizer state")
     return hist
 
 
