@@ -1,6 +1,7 @@
 """Small helpers every module shares: device resolution and seeding."""
 from __future__ import annotations
 
+import math
 import numbers
 import os
 import random
@@ -8,7 +9,8 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["get_device", "seed_everything", "make_generator", "cache_dir"]
+__all__ = ["get_device", "seed_everything", "make_generator", "cache_dir", "check_int",
+           "check_number", "check_eps"]
 
 
 def get_device(device: str | torch.device = "auto") -> torch.device:
@@ -65,3 +67,31 @@ def cache_dir() -> "os.PathLike[str]":
         path = Path(xdg) / "robattr"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# --------------------------------------------------------------------------- argument checks
+def check_int(name: str, value, lo: int = 1) -> int:
+    """``value`` as an int if it is an integer >= ``lo`` (bools refused), else a ValueError
+    that names the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(value)
+
+
+def check_number(name: str, value, *, positive: bool = False) -> float:
+    """``value`` as a float if it is a finite real number, > 0 with ``positive`` and
+    >= 0 otherwise (bools refused), else a ValueError that names the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or (value <= 0 if positive else value < 0):
+        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, "
+                         f"got {value!r}")
+    return float(value)
+
+
+def check_eps(eps, name: str = "eps") -> float:
+    """A perturbation budget: a finite number >= 0 in pixel units ([0, 1] scale)."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps) \
+            or eps < 0:
+        raise ValueError(f"{name} must be a finite number >= 0 (pixel units, [0, 1] scale), "
+                         f"got {eps!r}")
+    return float(eps)

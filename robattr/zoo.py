@@ -20,8 +20,6 @@ import contextlib
 import datetime as _dt
 import hashlib
 import json
-import math
-import numbers
 import os
 import platform
 import tempfile
@@ -33,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from robattr.utils import cache_dir, get_device, seed_everything
+from robattr.utils import cache_dir, check_int, check_number, get_device, seed_everything
 
 __all__ = [
     "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
@@ -74,19 +72,6 @@ def _dataset_id(dataset: Any) -> str:
     return name
 
 
-def _int(name: str, v: Any, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
-
-
-def _float(name: str, v: Any, positive: bool) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) \
-            or (v <= 0 if positive else v < 0):
-        raise ValueError(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {v!r}")
-    return float(v)
-
-
 def _canonical_json(obj: Any) -> str:
     try:
         return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
@@ -113,20 +98,20 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
     if milestones is not None:
-        milestones = sorted(_int("milestones", m, 1) for m in milestones) or None
+        milestones = sorted(check_int("milestones", m, 1) for m in milestones) or None
     cfg = {
         "zoo_format": ZOO_FORMAT,
         "dataset": _dataset_id(dataset),
         "arch": arch,
         "method": method,
         "loss": make_loss(method, **loss_hparams).hparams,
-        "epochs": _int("epochs", epochs, 1),
-        "lr": _float("lr", lr, True),
-        "batch_size": _int("batch_size", batch_size, 1),
+        "epochs": check_int("epochs", epochs, 1),
+        "lr": check_number("lr", lr, positive=True),
+        "batch_size": check_int("batch_size", batch_size, 1),
         "optimizer": optimizer,
-        "weight_decay": _float("weight_decay", weight_decay, False),
+        "weight_decay": check_number("weight_decay", weight_decay),
         "milestones": milestones,
-        "seed": _int("seed", seed, 0),
+        "seed": check_int("seed", seed, 0),
         "activation": activation,
         "beta": _check_activation(activation, beta),
     }

@@ -56,6 +56,7 @@ import torch
 from torch import nn
 
 from robattr.attacks.pgd import eval_mode
+from robattr.utils import check_int
 from robattr.attacks.projection import (check_eps, check_norm, per_example_norm, project,
                                         random_in_ball)
 from robattr.attributions import DIFFERENTIABLE, METHODS, reduce_channels, resolve_target
@@ -88,12 +89,6 @@ class VanishingGradientWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- checks
-def _check_int(name: str, v, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
-
-
 def _check_x(x) -> torch.Tensor:
     if not torch.is_tensor(x) or not x.is_floating_point() or x.ndim < 2 or x.shape[0] == 0 \
             or x[0].numel() == 0:
@@ -184,8 +179,8 @@ def _run(model, x, target, spec, *, eps, norm, steps, step_size, restarts, rando
     x = _check_x(x)
     eps = check_eps(eps)
     check_norm(norm)
-    steps = _check_int("steps", steps, 1)
-    restarts = _check_int("restarts", restarts, 1)
+    steps = check_int("steps", steps, 1)
+    restarts = check_int("restarts", restarts, 1)
     step_size = 2.5 * eps / steps if step_size is None else check_eps(step_size, "step_size")
     betas = _check_beta(surrogate_beta)
     if not isinstance(keep_label, bool):
@@ -439,7 +434,7 @@ def frame_target(shape, width: int, *, dtype=torch.float32, device=None) -> torc
     shape = tuple(int(s) for s in shape)
     if len(shape) < 2 or any(s < 1 for s in shape):
         raise ValueError(f"shape must end in (H, W) with positive sizes, got {shape}")
-    width = _check_int("width", width, 1)
+    width = check_int("width", width, 1)
     h, w = shape[-2:]
     t = torch.ones(shape, dtype=dtype, device=device)
     if h > 2 * width and w > 2 * width:

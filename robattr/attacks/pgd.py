@@ -28,13 +28,13 @@ implementations of Madry et al. and TRADES do.
 from __future__ import annotations
 
 import contextlib
-import numbers
 from typing import Callable, Union
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from robattr.utils import check_int
 from robattr.attacks.projection import (check_eps, check_norm, per_example_norm, project,
                                         random_in_ball)
 
@@ -53,12 +53,6 @@ def eval_mode(model: nn.Module):
     finally:
         for m, mode in modes:
             m.training = mode
-
-
-def _check_int(name: str, v, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
 
 
 def _ce_objective(model, x_adv, y, targeted):
@@ -100,8 +94,8 @@ def pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eps: float,
     """
     eps = check_eps(eps)
     check_norm(norm)
-    steps = _check_int("steps", steps, 1)
-    restarts = _check_int("restarts", restarts, 1)
+    steps = check_int("steps", steps, 1)
+    restarts = check_int("restarts", restarts, 1)
     if step_size is None:
         step_size = 2.5 * eps / steps
     step_size = check_eps(step_size, "step_size")

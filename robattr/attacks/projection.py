@@ -12,10 +12,10 @@ device and are differentiable almost everywhere.
 """
 from __future__ import annotations
 
-import math
-import numbers
 
 import torch
+
+from robattr.utils import check_eps
 
 __all__ = ["NORMS", "check_norm", "check_eps", "project_linf", "project_l2", "project",
            "per_example_norm", "random_in_ball"]
@@ -28,15 +28,6 @@ def check_norm(norm: str) -> str:
     if norm not in NORMS:
         raise ValueError(f"norm must be 'linf' or 'l2', got {norm!r}")
     return norm
-
-
-def check_eps(eps, name: str = "eps") -> float:
-    """``eps`` as a float if it is a finite number >= 0, else a ValueError."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps) \
-            or eps < 0:
-        raise ValueError(f"{name} must be a finite number >= 0 (pixel units, [0, 1] scale), "
-                         f"got {eps!r}")
-    return float(eps)
 
 
 def per_example_norm(t: torch.Tensor, norm: str) -> torch.Tensor:

@@ -4,12 +4,11 @@ Nothing here is an attribution method; each method's module imports what it need
 """
 from __future__ import annotations
 
-import math
-import numbers
 
 import torch
 from torch import nn
 
+from robattr.utils import check_int, check_number
 from robattr.utils import make_generator  # noqa: F401  (re-exported for the methods)
 
 __all__ = ["NotDifferentiableError", "resolve_target", "logit_grad"]
@@ -47,23 +46,16 @@ def check_input(x, name: str = "x") -> torch.Tensor:
 
 
 def check_count(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+    """A count: an integer >= 1."""
+    return check_int(name, value, 1)
 
 
 def check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return check_number(name, value, positive=True)
 
 
 def check_nonnegative(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
+    return check_number(name, value)
 
 
 def check_like(name: str, value, x: torch.Tensor) -> torch.Tensor:

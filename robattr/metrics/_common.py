@@ -2,7 +2,6 @@
 normalisation and the AUC-over-epsilon aggregation of 000."""
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -104,14 +103,3 @@ def auc_over_eps(values, eps: Sequence[float] | torch.Tensor | None = None, *,
     return torch.trapezoid(v, dx=1.0, dim=-1)
 
 
-def check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
-def check_eps(eps, name: str = "eps") -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) \
-            or eps < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {eps!r}")
-    return float(eps)

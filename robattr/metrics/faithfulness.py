@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from robattr.attributions import resolve_target
+from robattr.utils import check_eps, check_int
 
-from ._common import (Reduce, check_batch, check_eps, check_positive_int, normalize_map,
-                      reduce_channels)
+from ._common import Reduce, check_batch, normalize_map, reduce_channels
 from .similarity import cosine_similarity
 
 __all__ = [
@@ -54,7 +54,7 @@ class Curve(NamedTuple):
 
 def _ratios(ratios, device, dtype) -> torch.Tensor:
     if isinstance(ratios, int) and not isinstance(ratios, bool):
-        check_positive_int(ratios, "ratios")
+        check_int("ratios", ratios)
         return torch.linspace(0.0, 1.0, ratios + 1, device=device, dtype=dtype)
     r = torch.as_tensor(ratios, device=device, dtype=dtype)
     if r.ndim != 1 or r.numel() == 0 or not bool(((r >= 0) & (r <= 1)).all()):
@@ -110,7 +110,7 @@ def _baseline(baseline, x: torch.Tensor) -> torch.Tensor:
 def _curve(model, x, attribution, target, *, mode, baseline, ratios, rank_by, batch_size,
            output) -> Curve:
     x = check_batch(x, "x")
-    check_positive_int(batch_size, "batch_size")
+    check_int("batch_size", batch_size)
     if output not in ("prob", "logit"):
         raise ValueError(f"output must be 'prob' or 'logit', got {output!r}")
     x = x.detach()
@@ -285,8 +285,8 @@ def rps(model: nn.Module, method: Callable, x: torch.Tensor, target=None, eps: f
     """
     x = check_batch(x, "x").detach()
     eps = check_eps(eps)
-    check_positive_int(n_samples, "n_samples")
-    check_positive_int(batch_size, "batch_size")
+    check_int("n_samples", n_samples)
+    check_int("batch_size", batch_size)
     if clamp is not None and (len(clamp) != 2 or not clamp[0] <= clamp[1]):
         raise ValueError(f"clamp must be None or a (low, high) pair with low <= high, got "
                          f"{clamp!r}")

@@ -21,7 +21,9 @@ import math
 
 import torch
 
-from ._common import Reduce, check_batch, check_pair, check_positive_int, reduce_channels
+from robattr.utils import check_int
+
+from ._common import Reduce, check_batch, check_pair, reduce_channels
 
 __all__ = [
     "topk_intersection", "spearman", "kendall", "pearson", "cosine_similarity",
@@ -137,7 +139,7 @@ def kendall(a, b, *, variant: str = "tau_b", reduce: Reduce = None,
     """
     if variant not in KENDALL_VARIANTS:
         raise ValueError(f"variant must be one of {KENDALL_VARIANTS}, got {variant!r}")
-    check_positive_int(chunk_elems, "chunk_elems")
+    check_int("chunk_elems", chunk_elems)
     a, b = _flat_pair(a, b, reduce)
     a, b = a.detach(), b.detach()
     n, d = a.shape
