@@ -351,17 +351,11 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
         if not force and out.exists() and stamps.get(nb.key, {}).get("stamp") == st:
             report.skipped.append(nb.key)
             continue
-        stamps.pop(nb.key, None)          # never leave a stamp for an output we are replacing
-        out.unlink(missing_ok=True)
-        _write_stamps(book_dir, stamps)
         log(f"[{i}/{len(plan)}] executing {nb.key} ({profile})")
         t0 = time.perf_counter()
-        failure = execute(nb, params, out, progress=progress)
+        failure = _execute_into_book(nb, params, book_dir, stamps, profile, progress)
         seconds = time.perf_counter() - t0
         if failure is None:
-            stamps[nb.key] = {"stamp": st, "params": params, "profile": profile,
-                              "seconds": round(seconds, 1)}
-            _write_stamps(book_dir, stamps)
             report.executed.append(nb.key)
             log(f"      done in {seconds:.1f} s")
         else:
@@ -383,7 +377,8 @@ def _drop_orphans(book_dir: Path, stamps: dict, keys: set[str], log) -> None:
         (book_dir / f"{key}.ipynb").unlink(missing_ok=True)
         stamps.pop(key)
         log(f"removed {key}.ipynb: its source notebook is gone")
-    _write_stamps(book_dir, stamps) if book_dir.exists() else None
+    if book_dir.exists():
+        _write_stamps(book_dir, stamps)
 
 
 def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | None = None,
@@ -392,14 +387,22 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
     book_dir = root / "book"
     if output is not None:
         return execute(nb, params, Path(output), progress=progress)
-    stamps = _read_stamps(book_dir)
+    return _execute_into_book(nb, params, book_dir, _read_stamps(book_dir), profile, progress)
+
+
+def _execute_into_book(nb: Notebook, params: dict[str, Any], book_dir: Path, stamps: dict,
+                       profile: str, progress: bool) -> NotebookFailure | None:
+    """Execute ``nb`` into ``book/<key>.ipynb``; record its stamp only on success. The old
+    output and stamp are removed first, so no stale page survives a failure."""
     stamps.pop(nb.key, None)
     out = nb.output(book_dir)
     out.unlink(missing_ok=True)
     _write_stamps(book_dir, stamps)
+    t0 = time.perf_counter()
     failure = execute(nb, params, out, progress=progress)
     if failure is None:
-        stamps[nb.key] = {"stamp": stamp(nb, params), "params": params, "profile": profile}
+        stamps[nb.key] = {"stamp": stamp(nb, params), "params": params, "profile": profile,
+                          "seconds": round(time.perf_counter() - t0, 1)}
         _write_stamps(book_dir, stamps)
     return failure
 
