@@ -31,9 +31,17 @@ The dense functions (:func:`gauss_newton_hessian`, :func:`loss_input_hessian`,
 """
 from __future__ import annotations
 
+import math as _math
+
+import numpy as _np
 import torch
+from scipy import integrate as _integrate
+from scipy import optimize as _optimize
+from scipy import special as _sp
 from torch import nn
 from torch.nn import functional as F
+
+from robattr.attributions import resolve_target
 
 __all__ = [
     "logit_jacobian", "input_jacobian", "gauss_newton_factor", "gauss_newton_small_matrix",
@@ -46,15 +54,6 @@ def _as_input(x: torch.Tensor) -> torch.Tensor:
     if not torch.is_tensor(x) or x.ndim < 2 or not x.is_floating_point():
         raise ValueError("x must be a floating-point batch tensor (N, ...)")
     return x.detach().requires_grad_(True)
-
-
-def _targets(target, n: int, device) -> torch.Tensor:
-    t = torch.as_tensor(target, device=device, dtype=torch.long)
-    if t.ndim == 0:
-        t = t.expand(n)
-    if t.shape != (n,):
-        raise ValueError(f"target must hold one class per input: shape ({n},), got {tuple(t.shape)}")
-    return t
 
 
 # --------------------------------------------------------------------------- Jacobian
@@ -147,7 +146,7 @@ def gauss_newton_hessian(model: nn.Module, x: torch.Tensor, y=None) -> torch.Ten
     """
     x = _as_input(x)
     if y is not None:
-        _targets(y, x.shape[0], x.device)
+        resolve_target(model, x, y)
     with torch.enable_grad():
         logits = model(x)
         jac = logit_jacobian(logits, x).detach()
@@ -169,7 +168,7 @@ def loss_input_hessian(model: nn.Module, x: torch.Tensor, y) -> torch.Tensor:
     """Exact input Hessian of the cross-entropy ``CE(model(x_i), y_i)`` per example,
     (N, d, d), by autograd (d double-backward passes per example): the reference the
     Gauss-Newton form is checked against. Small d only."""
-    y = _targets(y, x.shape[0], x.device)
+    y = resolve_target(model, x, y)
     return _per_example_hessian(
         lambda i, v: F.cross_entropy(model(v.unsqueeze(0)), y[i:i + 1]), x)
 
@@ -177,7 +176,7 @@ def loss_input_hessian(model: nn.Module, x: torch.Tensor, y) -> torch.Tensor:
 def logit_input_hessian(model: nn.Module, x: torch.Tensor, target) -> torch.Tensor:
     """Exact input Hessian of the target logit per example, (N, d, d), by autograd (zero
     almost everywhere for piecewise-linear networks). Small d only."""
-    t = _targets(target, x.shape[0], x.device)
+    t = resolve_target(model, x, target)
     return _per_example_hessian(lambda i, v: model(v.unsqueeze(0))[0, t[i]], x)
 
 
@@ -207,7 +206,7 @@ def hutchinson_hessian_sq_norm(model: nn.Module, x: torch.Tensor, target, *,
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
     x = _as_input(x)
-    t = _targets(target, x.shape[0], x.device)
+    t = resolve_target(model, x, target)
     with torch.enable_grad():
         est = _hutchinson(model(x), x, t, samples, generator, create_graph)
     return est if create_graph else est.detach()
@@ -224,9 +223,6 @@ def hutchinson_hessian_sq_norm(model: nn.Module, x: torch.Tensor, target, *,
 # has no cancellation for small eps / r. Thm 1 as printed minimises the cosine over the
 # angle theta of the shift at cos(theta) = 0; the minimum is at cos(theta) = -a/c, which
 # gives sqrt(1 - a^2/c^2) (the corrected bound). Cor 1 inverts the bound with betaincinv.
-import numpy as _np
-from scipy import special as _sp
-
 __all__ += [
     "ball_volume_ratio", "shift_cosine_bound", "ball_smoothing_cosine_bound",
     "ball_smoothing_max_eps", "ball_smoothing_min_radius",
@@ -373,9 +369,6 @@ def ball_smoothing_min_radius(h_norm, M, d, eps, T, corrected: bool = True):
 # approximates h^ - h by N(0, diag(s_j^2 / N)) (CLT, diagonal covariance), so that
 # ||h^ - h||^2 ~ sum_j (s_j^2 / N) Z_j^2, a generalised chi-square variable, and evaluates
 # its CDF (the paper with R's CompQuadForm). Here: Imhof's (1961) inversion integral.
-import math as _math
-from scipy import integrate as _integrate
-from scipy import optimize as _optimize
 
 __all__ += [
     "generalized_chi2_cdf", "generalized_chi2_ppf", "mc_error_quantile", "mc_error_chebyshev",
