@@ -154,7 +154,32 @@ def load_profile(name: str) -> dict[str, Any]:
     unknown = set(data) - {"defaults", "notebooks", "description"}
     if unknown:
         raise ParameterError(f"profile {name!r}: unknown sections {sorted(unknown)}")
-    return {"defaults": data.get("defaults") or {}, "notebooks": data.get("notebooks") or {}}
+    notebooks = dict(data.get("notebooks") or {})
+    if path.parent == _PROFILE_DIR:
+        for key, params in _chapter_entries(name).items():
+            if key in notebooks:
+                raise ParameterError(f"profile {name!r}: notebook {key!r} is set both in "
+                                     f"{path.name} and in chapters/")
+            notebooks[key] = params
+    return {"defaults": data.get("defaults") or {}, "notebooks": notebooks}
+
+
+def _chapter_entries(profile: str) -> dict[str, dict]:
+    """A chapter keeps its notebooks' settings for every profile in one file,
+    ``profiles/chapters/<chapter>.yml``: ``{profile: {notebook key: {param: value}}}``."""
+    entries: dict[str, dict] = {}
+    for path in sorted((_PROFILE_DIR / "chapters").glob("*.yml")):
+        data = yaml.safe_load(path.read_text()) or {}
+        unknown = set(data) - set(PROFILES)
+        if unknown:
+            raise ParameterError(f"profiles/chapters/{path.name}: unknown profiles "
+                                 f"{sorted(unknown)}; known: {', '.join(PROFILES)}")
+        for key, params in (data.get(profile) or {}).items():
+            if not key.startswith(f"{path.stem}/"):
+                raise ParameterError(f"profiles/chapters/{path.name}: notebook {key!r} is "
+                                     f"not in chapter {path.stem!r}")
+            entries[key] = params or {}
+    return entries
 
 
 def parse_value(text: str, param: Parameter) -> Any:
@@ -287,7 +312,13 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
+    from robattr import results
+
     output.parent.mkdir(parents=True, exist_ok=True)
+    results_csv = results_path(output)
+    results_csv.unlink(missing_ok=True)
+    saved = os.environ.get(results.ENV)
+    os.environ[results.ENV] = str(results_csv)    # inherited by the kernel process
     try:
         papermill.execute_notebook(str(nb.path), str(output), parameters=params,
                                    progress_bar=progress, cwd=str(output.parent),
@@ -300,8 +331,18 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
                                f"{err.ename}: {err.evalue} [in `{first.strip()[:60]}`]")
     except Exception as err:  # kernel died, bad notebook file, ...
         return NotebookFailure(nb.key, output, None, f"{type(err).__name__}: {err}")
+    finally:
+        if saved is None:
+            os.environ.pop(results.ENV, None)
+        else:
+            os.environ[results.ENV] = saved
     _tag_injected_cell(nb, params, output)
     return None
+
+
+def results_path(output: Path) -> Path:
+    """Where the scalar results of an executed notebook go: ``<name>.results.csv``."""
+    return Path(output).with_suffix(".results.csv")
 
 
 def _tag_injected_cell(nb: Notebook, params: dict[str, Any], output: Path) -> None:

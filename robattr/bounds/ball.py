@@ -1,0 +1,124 @@
+"""002 (wangkong2025): uniform l2-ball smoothing, the crescent bound and the cosine certificate.
+
+h(x) = mean of g over the l2 ball B(x; r). Moving the centre by eps swaps the two
+crescents of the symmetric difference, so ||h(x~) - h(x)|| <= a := M V_U / V_S when
+||g|| <= M everywhere. V_U / V_S (two caps of height r - eps/2) in closed form:
+    V_U / V_S = 2 (1 - I_{1 - (eps/2r)^2}((d+1)/2, 1/2)) = 2 I_{(eps/2r)^2}(1/2, (d+1)/2),
+the second form (symmetry of the regularised incomplete beta) is the one computed: it
+has no cancellation for small eps / r. Thm 1 as printed minimises the cosine over the
+angle theta of the shift at cos(theta) = 0; the minimum is at cos(theta) = -a/c, which
+gives sqrt(1 - a^2/c^2) (the corrected bound). Cor 1 inverts the bound with betaincinv.
+"""
+from __future__ import annotations
+
+import numpy as _np
+from scipy import special as _sp
+
+from robattr.bounds._checks import _arr, _dim, _out
+
+__all__ = [
+    "ball_volume_ratio", "shift_cosine_bound", "ball_smoothing_cosine_bound",
+    "ball_smoothing_max_eps", "ball_smoothing_min_radius",
+]
+
+
+def ball_volume_ratio(d, r, eps):
+    """V_U / V_S: the volume of the symmetric difference of two l2 balls of radius ``r``
+    in R^d whose centres are ``eps`` apart, over the volume of one ball.
+
+    ``2 I_{(eps/2r)^2}(1/2, (d+1)/2)`` (= ``2(1 - I_{1-(eps/2r)^2}((d+1)/2, 1/2))``), and
+    exactly 2 for ``eps >= 2r`` (disjoint balls). In [0, 2], increasing in eps, 0 at eps = 0.
+    Broadcasts over numpy arrays. Computed with ``scipy.special.betainc`` in the symmetric
+    form, so small ``eps / r`` keeps full relative precision (no ``1 - I`` cancellation);
+    for large d the ratio rises to 2 and nothing underflows.
+    """
+    d = _dim(d)
+    r = _arr("r", r, low=0.0, strict=True)
+    eps = _arr("eps", eps, low=0.0)
+    x = _np.minimum((eps / (2.0 * r)) ** 2, 1.0)
+    return _out(_np.asarray(2.0 * _sp.betainc(0.5, (d + 1.0) / 2.0, x)))
+
+
+def shift_cosine_bound(c, a, corrected: bool = True):
+    """Lower bound on cos(h, h + s) over all shifts with ||s|| <= a, for ||h|| = c > 0.
+
+    ``corrected=True``: the exact infimum, ``sqrt(1 - a^2/c^2)`` for a <= c (0 at a = c)
+    and **-1** for a > c (then h + s can point against h: no certificate; -1 is the
+    trivially true cosine bound). ``corrected=False``: the printed ``c / sqrt(c^2 + a^2)``
+    of 002 Thm 1, which is larger than the infimum for every a > 0 and so not a bound.
+    """
+    c = _arr("h_norm", c, low=0.0, strict=True)
+    a = _arr("a", a, low=0.0)
+    if not corrected:
+        return _out(_np.asarray(c / _np.sqrt(c * c + a * a)))
+    q = a / c
+    return _out(_np.asarray(_np.where(q <= 1.0, _np.sqrt(_np.clip(1.0 - q * q, 0.0, 1.0)), -1.0)))
+
+
+def _check_hM(h_norm, M):
+    M = _arr("M", M, low=0.0, strict=True)
+    h = _arr("h_norm", h_norm, low=0.0, strict=True)
+    if _np.any(h > M * (1 + 1e-12)):
+        raise ValueError("h_norm must be <= M (h averages g and ||g|| <= M), "
+                         f"got h_norm={h_norm!r}, M={M!r}")
+    return h, M
+
+
+def ball_smoothing_cosine_bound(h_norm, M, d, r, eps, corrected: bool = True):
+    """002 Thm 1: a lower bound on cos(h(x), h(x~)) for all ||x~ - x||_2 <= eps, where h is
+    g averaged uniformly over B(x; r), ||g|| <= M everywhere and ``h_norm`` = ||h(x)||.
+
+    With a = M V_U/V_S (:func:`ball_volume_ratio`) and c = h_norm: ``corrected=True``
+    gives sqrt(1 - a^2/c^2) (or -1, "no certificate", for a > c); ``corrected=False``
+    the printed c / sqrt(c^2 + a^2), which a bounded g can violate. Vectorised.
+    """
+    h, M = _check_hM(h_norm, M)
+    return shift_cosine_bound(h, M * ball_volume_ratio(d, r, eps), corrected=corrected)
+
+
+def _check_T(T):
+    return _arr("T", T, low=0.0, strict=True, high=1.0, high_strict=True)
+
+
+def _cap_quantile(h, M, d, T, corrected):
+    """q = the largest admissible V_U/(2 V_S) and z = the largest (eps/2r)^2 (inf if none)."""
+    k = _np.sqrt(1.0 - T * T) if corrected else _np.sqrt(1.0 / (T * T) - 1.0)
+    q = h * k / (2.0 * M)                       # = 1 - Z of the paper's Eq. (10)
+    with _np.errstate(invalid="ignore"):
+        z = _sp.betaincinv(0.5, (d + 1.0) / 2.0, _np.minimum(q, 1.0))
+    return q, z
+
+
+def ball_smoothing_max_eps(h_norm, M, d, r, T, corrected: bool = True):
+    """002 Cor 1 (i): the largest eps with :func:`ball_smoothing_cosine_bound` >= T.
+
+    eps_max = 2 r sqrt(z), z = betaincinv(1/2, (d+1)/2, q), q = h_norm k / (2M), with
+    k = sqrt(1 - T^2) (corrected) or sqrt(1/T^2 - 1) (printed). This is the paper's
+    2r sqrt(1 - I^{-1}_Z((d+1)/2, 1/2)) with Z = 1 - q, by the symmetry of I. ``inf``
+    when q >= 1 (the bound never drops below T; possible only for the printed form).
+    """
+    h, M = _check_hM(h_norm, M)
+    d = _dim(d)
+    r = _arr("r", r, low=0.0, strict=True)
+    T = _check_T(T)
+    q, z = _cap_quantile(h, M, d, T, corrected)
+    return _out(_np.asarray(_np.where(q >= 1.0, _np.inf, 2.0 * r * _np.sqrt(z))))
+
+
+def ball_smoothing_min_radius(h_norm, M, d, eps, T, corrected: bool = True):
+    """002 Cor 1 (ii): the smallest radius r with :func:`ball_smoothing_cosine_bound` >= T
+    at budget ``eps``: r_min = eps / (2 sqrt(z)), z as in :func:`ball_smoothing_max_eps`
+    (0 when q >= 1).
+
+    ``h_norm`` is taken as given: in the paper ||h(x)|| is the norm of the smoothed map
+    *at radius r* and so changes with r; this formula (like the paper's) holds r fixed
+    inside h_norm. A self-consistent r_min would iterate r -> ||h_r(x)|| -> r_min.
+    """
+    h, M = _check_hM(h_norm, M)
+    d = _dim(d)
+    eps = _arr("eps", eps, low=0.0)
+    T = _check_T(T)
+    q, z = _cap_quantile(h, M, d, T, corrected)
+    with _np.errstate(divide="ignore", invalid="ignore"):
+        rmin = eps / (2.0 * _np.sqrt(z))
+    return _out(_np.asarray(_np.where(q >= 1.0, 0.0, rmin)))
