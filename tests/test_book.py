@@ -68,3 +68,10 @@ def test_example_page_has_its_figure_and_local_maths(built):
     if (ROOT / "book" / "mathjax").is_dir():
         assert "tex-mml-chtml.js" in page and "cdn.jsdelivr.net" not in page
         assert (dst / "book" / "_build" / "html" / "_static" / "tex-mml-chtml.js").exists()
+
+
+def test_every_source_notebook_is_in_the_toc():
+    toc = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+    for nb in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
+        page = f"book/{nb.parent.name}/{nb.stem}"
+        assert page in toc, f"{nb.relative_to(ROOT)} is not in _toc.yml (add {page})"
