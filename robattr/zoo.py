@@ -35,7 +35,7 @@ from robattr.utils import cache_dir, check_int, check_number, get_device, seed_e
 
 __all__ = [
     "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
-    "config", "config_hash", "zoo_dir", "paths",
+    "config", "config_hash", "zoo_dir", "paths", "stats", "reset_stats", "training_log",
 ]
 
 #: Bump when the stored format or the meaning of a configuration changes: every key changes.
@@ -257,10 +257,6 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
     ``retrain=True`` discards a cached copy. Every call returns a fresh module; its
     metadata (config, test accuracy, timings, versions) is ``model.zoo_meta``.
     """
-    from robattr import __version__, data
-    from robattr.models import build
-    from robattr.train import evaluate, fit
-
     cfg = config(dataset, arch, method, epochs=epochs, lr=lr, batch_size=batch_size,
                  optimizer=optimizer, weight_decay=weight_decay, milestones=milestones,
                  seed=seed, activation=activation, beta=beta, **loss_hparams)
@@ -269,11 +265,26 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
     if retrain:
         _remove(*paths(key))
     model = _load(key, cfg, dataset)
-    if model is not None:
-        return model.to(dev).eval()
+    if model is None:
+        # One trainer per model across processes and nodes sharing the cache folder: the
+        # others wait for the lock, then find the model cached.
+        with _train_lock(key):
+            model = _load(key, cfg, dataset)
+            if model is None:
+                _STATS["misses"] += 1
+                return _train(key, cfg, dataset, dev, progress)
+    _STATS["hits"] += 1
+    return model.to(dev).eval()
+
+
+def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
+           progress: bool) -> nn.Module:
+    from robattr import __version__, data
+    from robattr.models import build
+    from robattr.train import evaluate, fit
 
     seed_everything(cfg["seed"])
-    model = build(arch, dataset, cfg["activation"], cfg["beta"])
+    model = build(cfg["arch"], dataset, cfg["activation"], cfg["beta"])
     t0 = time.perf_counter()
     hist = fit(model, data.load(dataset, split="train"), loss=_loss(cfg),
                epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"],
@@ -307,7 +318,93 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     model.zoo_meta = _save(key, model, meta)
+    _log_training(meta)
     return model.eval()
+
+
+# --------------------------------------------------------------------------- sharing
+#: Cache hits and misses (trainings) of :func:`get_model` in this process.
+_STATS = {"hits": 0, "misses": 0}
+
+#: A lock older than this (seconds) whose owner cannot be checked is taken over.
+LOCK_STALE_SECONDS = float(os.environ.get("ROBATTR_ZOO_LOCK_STALE", 24 * 3600))
+
+
+def stats() -> dict[str, int]:
+    """``{"hits": n, "misses": m}``: cached loads and trainings by :func:`get_model` in
+    this process since it started (or since :func:`reset_stats`)."""
+    return dict(_STATS)
+
+
+def reset_stats() -> None:
+    _STATS.update(hits=0, misses=0)
+
+
+def _lock_owner_gone(lock: Path) -> bool:
+    try:
+        host, pid, started = lock.read_text().split()
+        age = time.time() - float(started)
+    except (OSError, ValueError):        # being written, or garbled: judge by the file's age
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except OSError:
+            return False                  # vanished: the next attempt will succeed
+        return age > LOCK_STALE_SECONDS
+    if host == platform.node():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    return age > LOCK_STALE_SECONDS
+
+
+@contextlib.contextmanager
+def _train_lock(key: str, poll: float = 0.5):
+    """An exclusive lock file ``<key>.lock`` in the zoo folder (``O_CREAT | O_EXCL``, which
+    is atomic on local and NFSv3+ file systems). A lock whose process is gone (same host)
+    or that is older than :data:`LOCK_STALE_SECONDS` (other hosts) is removed."""
+    lock = zoo_dir() / f"{key}.lock"
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            if _lock_owner_gone(lock):
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
+                continue
+            time.sleep(poll)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{platform.node()} {os.getpid()} {time.time()}\n")
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+
+
+def _log_training(meta: dict[str, Any]) -> None:
+    """One JSON line per training in ``<zoo>/trainings.jsonl``: who trained what, when."""
+    cfg = meta["config"]
+    line = {"key": meta["key"], "dataset": cfg["dataset"], "arch": cfg["arch"],
+            "method": cfg["method"], "host": platform.node(), "pid": os.getpid(),
+            "train_seconds": round(meta["train_seconds"], 3), "created": meta["created"]}
+    with open(zoo_dir() / "trainings.jsonl", "a") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+def training_log():
+    """Every training recorded in this cache folder, as a pandas DataFrame."""
+    import pandas as pd
+
+    path = zoo_dir() / "trainings.jsonl"
+    if not path.exists():
+        return pd.DataFrame(columns=["key", "dataset", "arch", "method", "host", "pid",
+                                     "train_seconds", "created"])
+    return pd.read_json(path, lines=True)
 
 
 def _loss(cfg: dict[str, Any]):

@@ -364,3 +364,61 @@ def test_softplus_model_in_zoo(cache):
 def test_get_model_device_cpu(cache):
     model = zoo.get_model("digits", "mlp", device="cpu", progress=False, **FAST)
     assert all(p.device.type == "cpu" for p in model.parameters())
+
+
+# ----------------------------------------------------------------------- sharing the zoo
+def _train_in_subprocess(cache_root: str, barrier_file: str) -> str:
+    import os
+    import time as _time
+
+    os.environ["ROBATTR_CACHE"] = cache_root
+    torch.set_num_threads(1)
+    from robattr import data as d
+    from robattr import zoo as z
+
+    d.load("digits", "train"), d.load("digits", "test")
+    while not os.path.exists(barrier_file):          # start together
+        _time.sleep(0.01)
+
+    model = z.get_model("digits", "mlp", progress=False, **FAST)
+    return hashlib.sha256(b"".join(v.numpy().tobytes()
+                                   for v in model.state_dict().values())).hexdigest()
+
+
+def test_concurrent_processes_train_a_model_once(tmp_path):
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    root, barrier = tmp_path / "cache", tmp_path / "go"
+    with cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as pool:
+        futures = [pool.submit(_train_in_subprocess, str(root), str(barrier)) for _ in range(2)]
+        barrier.touch()
+        digests = {f.result(timeout=300) for f in futures}
+    assert len(digests) == 1                                   # all got the same weights
+    log = (root / "zoo" / "trainings.jsonl").read_text().splitlines()
+    assert len(log) == 1 and json.loads(log[0])["method"] == "ce"
+    assert not list((root / "zoo").glob("*.lock"))
+
+
+def test_stale_lock_of_a_dead_process_is_taken_over(cache, fit_calls):
+    import platform
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    cfg = zoo.config("digits", "mlp", **FAST)
+    cache.mkdir(parents=True, exist_ok=True)
+    lock = cache / f"{zoo._key(cfg)}.lock"
+    lock.write_text(f"{platform.node()} {dead} 0\n")
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert len(fit_calls) == 1 and not lock.exists()
+
+
+def test_stats_and_training_log_count_hits_and_misses(cache):
+    zoo.reset_stats()
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert zoo.stats() == {"hits": 1, "misses": 1}
+    log = zoo.training_log()
+    assert list(log["arch"]) == ["mlp"] and log["train_seconds"].iloc[0] > 0
