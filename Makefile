@@ -11,7 +11,7 @@ PY      := $(VENV)/bin/python
 MATHJAX_VERSION := 3.2.2
 MATHJAX := book/mathjax/tex-mml-chtml.js
 
-.PHONY: book test venv mathjax clean distclean help
+.PHONY: book test venv ray mathjax clean distclean help
 
 help:
 	@echo "make book     build the HTML book (PROFILE=quick|paper|smoke, default quick)"
@@ -28,6 +28,13 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The optional Ray executor: the tests need it, the book does not.
+$(VENV)/.ray: requirements-ray.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet -r requirements-ray.txt
+	@touch $@
+
+ray: $(VENV)/.ray
+
 # MathJax 3 from the npm registry, served by the book itself (no CDN at read time).
 $(MATHJAX):
 	@command -v npm >/dev/null || { echo "npm is needed once to install MathJax 3 (apt-get install npm)"; exit 1; }
@@ -40,7 +47,7 @@ mathjax: $(MATHJAX)
 book: venv mathjax
 	$(VENV)/bin/robattr build --profile $(PROFILE)
 
-test: venv mathjax
+test: venv ray mathjax
 	$(PY) -m pytest -q
 
 clean:

@@ -12,6 +12,10 @@ Submodules (imported on first use, so ``import robattr`` stays cheap):
 ``bounds``        the papers' bounds and certificates
 ``params``        validation of notebook parameters
 ``pipeline``      papermill + jupyter-book build, profiles
+``executors``     where notebook runs execute: here, worker processes, a Ray cluster
+``sweep``         one notebook over a grid of parameter values, results as one CSV
+``results``       scalars a notebook records, kept next to the executed notebook
+``papers``        citations and the papers' printed tables, our-vs-paper helpers
 ``viz``           heatmaps and tables for the book
 """
 from __future__ import annotations
@@ -21,8 +25,8 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "attacks", "attributions", "bounds", "data", "metrics", "models", "params", "pipeline",
-    "train", "utils", "viz", "zoo",
+    "attacks", "attributions", "bounds", "data", "executors", "metrics", "models", "papers",
+    "params", "pipeline", "results", "sweep", "train", "utils", "viz", "zoo",
 }
 
 __all__ = sorted(_SUBMODULES | {"__version__", "check_params", "get_device", "seed_everything"})

@@ -1,4 +1,4 @@
-"""The ``robattr`` command: list, run and build the book's notebooks."""
+"""The ``robattr`` command: list, run, build and sweep the book's notebooks."""
 from __future__ import annotations
 
 import argparse
@@ -13,10 +13,14 @@ examples:
   robattr run example/digits_saliency -p epochs 1
   robattr build                                  execute what changed (quick profile), build HTML
   robattr build --profile paper --only 'wang2020/*'
+  robattr build --jobs 2                         two notebooks at once on this machine
+  robattr build --profile paper --executor ray --address auto     on a running Ray cluster
+  robattr sweep example/digits_saliency -p epochs 2,5,15 -p arch mlp,cnn --jobs 2
 
 profiles: quick (default: sklearn digits, small models, 2 CPU cores),
           paper (the papers' datasets and sample counts, a GPU), smoke (tests).
-environment: ROBATTR_DATA (datasets), ROBATTR_CACHE (model zoo), ROBATTR_ROOT (book).
+environment: ROBATTR_DATA (datasets), ROBATTR_CACHE (model zoo; share it between
+             Ray nodes so each model is trained once), ROBATTR_ROOT (book).
 """
 
 
@@ -50,7 +54,32 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-html", action="store_true", help="execute only, do not run jupyter-book")
     b.add_argument("--html-only", action="store_true", help="run jupyter-book only")
     b.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _executor_args(b)
+
+    sw = sub.add_parser("sweep", help="run one notebook over a grid of parameter values")
+    sw.add_argument("notebook", help="key (example/digits_saliency) or path of a notebook")
+    sw.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
+                    metavar=("NAME", "VALUES"),
+                    help="sweep a parameter over comma-separated values (each read as YAML; "
+                         "a list value keeps its brackets: '[1,2],[4]')")
+    sw.add_argument("-s", "--set", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="fix a parameter for every run")
+    sw.add_argument("--profile", default="quick", help="base parameters (default quick)")
+    sw.add_argument("-o", "--output", help="folder for the runs (default sweeps/<notebook key>)")
+    sw.add_argument("--no-figure", action="store_true", help="do not draw summary.png")
+    _executor_args(sw)
     return p
+
+
+def _executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where notebooks run: this machine (default) or a Ray cluster")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="local: N worker processes (default 1: one at a time); "
+                        "ray: at most N tasks in flight (default 1; 0 = all at once)")
+    p.add_argument("--address", metavar="ADDR",
+                   help="ray: the cluster to join ('auto', 'HOST:PORT', 'ray://HOST:10001'); "
+                        "default: start a private local Ray")
 
 
 def _overrides(pairs, nb=None) -> dict:
@@ -111,13 +140,29 @@ def _build(root: Path, args) -> int:
         return 0
     report = pipeline.build(root, profile=args.profile, only=args.only,
                             overrides=_overrides(args.parameter), force=args.force,
-                            html=not args.no_html, progress=not args.no_progress)
-    if report.failed:
-        print(f"robattr: {len(report.failed)} notebook(s) failed:", file=sys.stderr)
-        for failure in report.failed:
+                            html=not args.no_html, progress=not args.no_progress,
+                            executor=args.executor, jobs=args.jobs, address=args.address)
+    return _failures(report.failed, "notebook(s)")
+
+
+def _failures(failed: list, what: str) -> int:
+    """Print the failures (notebook, cell, error) to stderr; the exit code."""
+    if failed:
+        print(f"robattr: {len(failed)} {what} failed:", file=sys.stderr)
+        for failure in failed:
             print(f"  {failure}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failed else 0
+
+
+def _sweep(root: Path, args) -> int:
+    from robattr import pipeline
+    from robattr.sweep import sweep
+
+    nb = pipeline.find(args.notebook, pipeline.discover(root))
+    report = sweep(nb.key, dict(args.parameter), root=root, profile=args.profile,
+                   fixed=_overrides(args.set, nb), output=args.output, executor=args.executor,
+                   jobs=args.jobs, address=args.address, figure=not args.no_figure)
+    return _failures(report.failed, "run(s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,11 +176,16 @@ def main(argv: list[str] | None = None) -> int:
             return _list(root, args.profile)
         if args.command == "run":
             return _run(root, args)
+        if args.command == "sweep":
+            return _sweep(root, args)
         return _build(root, args)
     except (ParameterError, FileNotFoundError) as err:
         print(f"robattr: error: {err}", file=sys.stderr)
         return 2
-    except RuntimeError as err:           # jupyter-book failed
+    except ValueError as err:             # bad --jobs, --address without ray, ...
+        print(f"robattr: error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:           # jupyter-book failed, Ray missing or too small
         print(f"robattr: {err}", file=sys.stderr)
         return 1
 

@@ -151,9 +151,15 @@ def load_profile(name: str) -> dict[str, Any]:
         raise ParameterError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)} "
                              "(or a path to a .yml file)")
     data = yaml.safe_load(path.read_text()) or {}
-    unknown = set(data) - {"defaults", "notebooks", "description"}
+    unknown = set(data) - {"defaults", "notebooks", "description", "resources"}
     if unknown:
         raise ParameterError(f"profile {name!r}: unknown sections {sorted(unknown)}")
+    for pattern, spec in (data.get("resources") or {}).items():
+        bad = set(spec or {}) - {"cpus", "gpus"}
+        if bad or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0
+                      for v in (spec or {}).values()):
+            raise ParameterError(f"profile {name!r}: resources[{pattern!r}] must map 'cpus' "
+                                 f"and 'gpus' to numbers >= 0, got {spec!r}")
     notebooks = dict(data.get("notebooks") or {})
     if path.parent == _PROFILE_DIR:
         for key, params in _chapter_entries(name).items():
@@ -161,7 +167,8 @@ def load_profile(name: str) -> dict[str, Any]:
                 raise ParameterError(f"profile {name!r}: notebook {key!r} is set both in "
                                      f"{path.name} and in chapters/")
             notebooks[key] = params
-    return {"defaults": data.get("defaults") or {}, "notebooks": notebooks}
+    return {"defaults": data.get("defaults") or {}, "notebooks": notebooks,
+            "resources": data.get("resources") or {}}
 
 
 def _chapter_entries(profile: str) -> dict[str, dict]:
@@ -363,13 +370,17 @@ def _tag_injected_cell(nb: Notebook, params: dict[str, Any], output: Path) -> No
 def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
           only: str | None = None, overrides: dict[str, Any] | None = None,
           force: bool = False, html: bool = True, progress: bool = True,
+          executor: str = "local", jobs: int = 1, address: str | None = None,
           log=print) -> BuildReport:
     """Execute the notebooks of a profile into ``book/`` and build the HTML book.
 
     ``only`` is a glob matched against notebook keys (``wang2020/*``) or paths.
     ``overrides`` applies to every selected notebook (an unknown name is an error).
-    A notebook whose stamp is unchanged is skipped unless ``force``.
+    A notebook whose stamp is unchanged is skipped unless ``force``. ``executor``,
+    ``jobs`` and ``address`` choose where executions run (:mod:`robattr.executors`).
     """
+    from robattr.executors import run_jobs
+
     root = project_root(root)
     book_dir = root / "book"
     prof = load_profile(profile)
@@ -387,21 +398,37 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     stamps = _read_stamps(book_dir)
     _drop_orphans(book_dir, stamps, {nb.key for nb in notebooks}, log)
     report = BuildReport()
-    for i, (nb, params) in enumerate(plan, 1):
-        out, st = nb.output(book_dir), stamp(nb, params)
-        if not force and out.exists() and stamps.get(nb.key, {}).get("stamp") == st:
+    todo = {}
+    for nb, params in plan:
+        if not force and nb.output(book_dir).exists() \
+                and stamps.get(nb.key, {}).get("stamp") == stamp(nb, params):
             report.skipped.append(nb.key)
             continue
-        log(f"[{i}/{len(plan)}] executing {nb.key} ({profile})")
-        t0 = time.perf_counter()
-        failure = _execute_into_book(nb, params, book_dir, stamps, profile, progress)
-        seconds = time.perf_counter() - t0
-        if failure is None:
+        todo[nb.key] = (nb, params)
+        # the old page and stamp go first, so no stale page survives a failure
+        stamps.pop(nb.key, None)
+        nb.output(book_dir).unlink(missing_ok=True)
+        results_path(nb.output(book_dir)).unlink(missing_ok=True)
+    _write_stamps(book_dir, stamps)
+    if todo:
+        where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
+        log(f"executing {len(todo)} notebook(s) ({profile} profile, {where})")
+    job_list = [make_job(nb, params, prof) for nb, params in todo.values()]
+    for i, res in enumerate(run_jobs(job_list, executor=executor, jobs_at_once=jobs,
+                                     address=address, progress=progress), 1):
+        nb, params = todo[res.key]
+        out = nb.output(book_dir)
+        _write_result(res, out)
+        if res.ok:
+            stamps[nb.key] = {"stamp": stamp(nb, params), "params": params,
+                              "profile": profile, "seconds": round(res.seconds, 1)}
+            _write_stamps(book_dir, stamps)
             report.executed.append(nb.key)
-            log(f"      done in {seconds:.1f} s")
+            log(f"[{i}/{len(todo)}] {nb.key}: done in {res.seconds:.1f} s")
         else:
+            failure = NotebookFailure(nb.key, out, res.cell, res.error)
             report.failed.append(failure)
-            log(f"      FAILED: {failure}")
+            log(f"[{i}/{len(todo)}] FAILED: {failure}")
     if not report.executed and not report.failed:
         log(f"nothing changed: no notebook executed ({len(report.skipped)} up to date)")
     else:
@@ -410,6 +437,37 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     if html:
         report.html = build_html(root, log=log)
     return report
+
+
+def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None = None,
+             output_name: str | None = None):
+    """The :class:`~robattr.executors.Job` that executes ``nb`` with ``params``, with the
+    resources the profile gives it."""
+    from robattr.executors import Job, shared_env
+
+    res = resources(prof, nb.key)
+    return Job(name=name or nb.key, key=nb.key, source=nb.path.read_bytes(), params=params,
+               output_name=output_name or nb.path.name, cpus=res["cpus"], gpus=res["gpus"],
+               env=shared_env())
+
+
+def resources(prof: dict, key: str) -> dict[str, float]:
+    """CPUs and GPUs one execution of notebook ``key`` asks for: the profile's
+    ``resources`` section, ``{default: {cpus, gpus}, <glob>: {...}}``, last match wins."""
+    out = {"cpus": 1.0, "gpus": 0.0}
+    for pattern, spec in (prof.get("resources") or {}).items():
+        if pattern == "default" or fnmatch.fnmatch(key, pattern):
+            out.update({k: float(v) for k, v in (spec or {}).items()})
+    return out
+
+
+def _write_result(res, out: Path) -> None:
+    """Put an executed notebook (and its results CSV) where the book expects it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if res.notebook is not None:
+        out.write_bytes(res.notebook)
+    if res.results_csv is not None:
+        results_path(out).write_bytes(res.results_csv)
 
 
 def _drop_orphans(book_dir: Path, stamps: dict, keys: set[str], log) -> None:

@@ -36,17 +36,22 @@ def make_notebook(path, params=PARAMS, cells=(BODY, FAIL)):
     return path
 
 
-@pytest.fixture
-def book(tmp_path, monkeypatch):
-    """A minimal project: _toc.yml, _config.yml and two notebooks."""
-    root = tmp_path / "proj"
+def make_project(root, monkeypatch):
+    """A minimal project (_toc.yml, _config.yml, book/), made the working directory."""
     (root / "book").mkdir(parents=True)
     (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\n")
     (root / "_config.yml").write_text("title: t\n")
-    make_notebook(root / "notebooks" / "ch" / "one.ipynb")
-    make_notebook(root / "notebooks" / "ch" / "two.ipynb")
     monkeypatch.delenv("ROBATTR_ROOT", raising=False)
     monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch):
+    """A minimal project with two notebooks."""
+    root = make_project(tmp_path / "proj", monkeypatch)
+    make_notebook(root / "notebooks" / "ch" / "one.ipynb")
+    make_notebook(root / "notebooks" / "ch" / "two.ipynb")
     return root
 
 

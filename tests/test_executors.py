@@ -1,0 +1,161 @@
+"""Executors and sweeps: local processes and a real Ray cluster on loopback.
+
+The sweep notebook trains (through the zoo) one tiny digits model that every run
+shares, records two numbers, and fails on purpose for one parameter value.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from robattr import cli, pipeline
+from robattr.executors import Job, run_jobs
+from robattr.sweep import grid, parse_values, run_name, sweep
+
+from test_pipeline import make_notebook, make_project
+
+SWEEP_PARAMS = '''x = 1  # the swept value
+fail_at = -1  # the run with x == fail_at raises
+'''
+SWEEP_BODY = '''import torch
+from robattr import results, zoo
+torch.set_num_threads(1)
+model = zoo.get_model("digits", "mlp", epochs=1, batch_size=256, progress=False, device="cpu")
+results.record("square", x * x)
+results.record("acc", model.zoo_meta["test_acc"], split="test")
+results.record("zoo_misses", zoo.stats()["misses"])'''
+SWEEP_FAIL = '''if x == fail_at:
+    raise RuntimeError("planned failure")'''
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    root = make_project(tmp_path / "proj", monkeypatch)
+    make_notebook(root / "notebooks" / "ch" / "sweepme.ipynb", params=SWEEP_PARAMS,
+                  cells=(SWEEP_BODY, SWEEP_FAIL))
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    return root
+
+
+def _check_sweep(report, root, tmp_path):
+    out = report.output
+    runs = pd.read_csv(out / "runs.csv")
+    assert sorted(runs["x"]) == [1, 2, 3, 4]
+    assert list(runs.sort_values("x")["status"]) == ["ok", "ok", "failed", "ok"]
+    # the failure names the notebook, the run and the cell that raised
+    (failure,) = report.failed
+    assert "ch/sweepme [x=3]" in str(failure) and failure.cell == 4
+    assert "planned failure" in failure.error
+    for x in (1, 2, 3, 4):                      # executed notebooks kept, the failed one too
+        assert (out / f"x={x}" / "sweepme.ipynb").is_file()
+    tidy = pd.read_csv(report.results)
+    squares = tidy[tidy["metric"] == "square"].set_index("x")["value"]
+    assert squares.to_dict() == {1: 1.0, 2: 4.0, 4: 16.0}
+    assert set(tidy.loc[tidy["metric"] == "acc", "split"]) == {"test"}
+    assert report.figure is not None and report.figure.stat().st_size > 0
+    # the shared zoo model was trained by exactly one run
+    log = (tmp_path / "cache" / "zoo" / "trainings.jsonl").read_text().splitlines()
+    assert len(log) == 1
+    # (the trainer may be the failing run, whose records are not gathered)
+    assert tidy.loc[tidy["metric"] == "zoo_misses", "value"].sum() <= 1
+
+
+def test_parse_values_and_grid():
+    p = pipeline.Parameter("eps", 0.1)
+    assert parse_values("0.1, 0.2,1", p) == [0.1, 0.2, 1.0]
+    lst = pipeline.Parameter("eps", [0.1])
+    assert parse_values("[1,2],[4]", lst) == [[1, 2], [4]]
+    with pytest.raises(ValueError):
+        parse_values("0.1,abc", p)
+    pts = grid({"a": [1, 2], "b": ["u", "v"]})
+    assert pts == [{"a": 1, "b": "u"}, {"a": 1, "b": "v"}, {"a": 2, "b": "u"}, {"a": 2, "b": "v"}]
+    assert run_name({"eps": 0.1, "arch": "a/b"}) == "eps=0.1,arch=a_b"
+
+
+def test_sweep_rejects_unknown_parameters_before_running(project):
+    with pytest.raises(ValueError, match="unknown parameter 'y'"):
+        sweep("ch/sweepme", {"y": "1,2"}, log=lambda *a: None)
+    assert not (project / "sweeps").exists()
+
+
+@pytest.mark.slow
+def test_local_sweep_in_two_processes(project, tmp_path):
+    report = sweep("ch/sweepme", {"x": "1,2,3,4"}, fixed={"fail_at": 3}, jobs=2,
+                   log=lambda *a: None)
+    _check_sweep(report, project, tmp_path)
+
+
+def test_cli_sweep_exit_code_and_summary(project, tmp_path, capsys):
+    code = cli.main(["sweep", "ch/sweepme", "-p", "x", "1,3", "-s", "fail_at", "3",
+                     "-o", str(tmp_path / "out"), "--no-figure"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "1 run(s) failed" in err and "x=3" in err and "cell 4" in err
+    assert (tmp_path / "out" / "results.csv").is_file()
+    assert cli.main(["sweep", "ch/sweepme", "-p", "x", "1", "--address", "h:1"]) == 2
+
+
+def test_profile_resources_reach_the_job(tmp_path, project):
+    prof = tmp_path / "p.yml"
+    prof.write_text("resources:\n  default: {cpus: 2}\n  'ch/*': {gpus: 1}\n")
+    loaded = pipeline.load_profile(str(prof))
+    nb = pipeline.discover(project)[0]
+    job = pipeline.make_job(nb, pipeline.resolve(nb, loaded), loaded)
+    assert (job.cpus, job.gpus) == (2.0, 1.0)
+    assert job.env["ROBATTR_CACHE"] == str(tmp_path / "cache")
+    prof.write_text("resources:\n  default: {gpu: 1}\n")
+    with pytest.raises(ValueError, match="'cpus' and 'gpus'"):
+        pipeline.load_profile(str(prof))
+
+
+def test_run_jobs_checks_its_arguments():
+    with pytest.raises(ValueError, match="executor"):
+        list(run_jobs([], executor="slurm"))
+    with pytest.raises(ValueError, match="jobs"):
+        list(run_jobs([], jobs_at_once=-1))
+
+
+# ------------------------------------------------------------------------------- Ray
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install '.[ray]')")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True,
+                      head_node_args={"num_cpus": 1, "include_dashboard": False})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    yield cluster
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_sweep_on_a_three_node_cluster(project, tmp_path, ray_cluster):
+    report = sweep("ch/sweepme", {"x": "1,2,3,4"}, fixed={"fail_at": 3}, executor="ray",
+                   jobs=0, address=ray_cluster.address, log=lambda *a: None)
+    _check_sweep(report, project, tmp_path)
+
+
+@pytest.mark.slow
+def test_ray_refuses_jobs_the_cluster_cannot_hold(project, ray_cluster):
+    nb = pipeline.discover(project)[0]
+    job = Job("big", nb.key, nb.path.read_bytes(), {"x": 1, "fail_at": -1}, "o.ipynb", gpus=1)
+    with pytest.raises(RuntimeError, match="needs 1 GPU"):
+        list(run_jobs([job], executor="ray", address=ray_cluster.address))
+
+
+@pytest.mark.slow
+def test_build_on_ray_writes_pages_and_stamps(project, ray_cluster):
+    report = pipeline.build(project, executor="ray", address=ray_cluster.address, jobs=0,
+                            html=False, progress=False, log=lambda *a: None)
+    assert report.executed == ["ch/sweepme"] and not report.failed
+    assert (project / "book" / "ch" / "sweepme.ipynb").is_file()
+    assert (project / "book" / "ch" / "sweepme.results.csv").is_file()
+    stamps = json.loads((project / "book" / pipeline.STAMPS).read_text())
+    assert "ch/sweepme" in stamps
