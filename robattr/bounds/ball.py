@@ -18,7 +18,7 @@ from robattr.bounds._checks import _arr, _dim, _out
 
 __all__ = [
     "ball_volume_ratio", "shift_cosine_bound", "ball_smoothing_cosine_bound",
-    "ball_smoothing_max_eps", "ball_smoothing_min_radius",
+    "ball_smoothing_max_eps", "ball_smoothing_min_radius", "ball_smoothing_stats",
 ]
 
 
@@ -122,3 +122,57 @@ def ball_smoothing_min_radius(h_norm, M, d, eps, T, corrected: bool = True):
     with _np.errstate(divide="ignore", invalid="ignore"):
         rmin = eps / (2.0 * _np.sqrt(z))
     return _out(_np.asarray(_np.where(q >= 1.0, 0.0, rmin)))
+
+
+def ball_smoothing_stats(model, x, target=None, *, r: float, n_samples: int, base=None,
+                         seed=None, generator=None, batch_size: int = 512) -> dict:
+    """Monte-Carlo estimate of the smoothed map h(x) = E_{eta ~ U(B(0; r))} g(x + eta), with
+    what the certificate needs, from one set of ``n_samples`` draws ``g_j = g(x + eta_j)``.
+
+    Returns a dict of tensors: ``h`` (shaped like ``x``), the mean of the draws; ``h_unit``,
+    the mean of the unit-normalised draws ``g_j / ||g_j||`` (for that attribution
+    ``||g|| <= 1 = M`` holds everywhere, so its certificate is a proof); ``g_max`` (``(N,)``),
+    the largest ``||g_j||_2`` (an *empirical* stand-in for M: a bound only on the draws);
+    ``g_linf`` (``(N,)``), the largest absolute entry of any draw; ``var`` and ``var_unit``
+    (shaped like ``x``), the per-coordinate sample variances of the draws (for the
+    Monte-Carlo error radii of :mod:`robattr.bounds.montecarlo`). ``base`` is an attribution
+    method with the standard call shape (default :func:`robattr.attributions.grad`).
+    """
+    import torch
+
+    from robattr.attributions import ball_noise, grad, resolve_target
+    from robattr.attributions._core import check_input, check_model, samples_per_chunk
+
+    check_model(model)
+    x = check_input(x).detach()
+    r = float(_arr("r", r, low=0.0, strict=True))
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, _np.integer)) \
+            or n_samples < 2:
+        raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+    base = grad if base is None else base
+    if not callable(base):
+        raise ValueError(f"base must be an attribution method, got {base!r}")
+    target = resolve_target(model, x, target)
+    noise = ball_noise(x, int(n_samples), r=r, generator=generator, seed=seed)
+    k = samples_per_chunk(batch_size, x.shape[0])
+    z = torch.zeros_like(x)
+    s1, s2, u1, u2 = z.clone(), z.clone(), z.clone(), z.clone()
+    gmax = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+    ginf = torch.zeros_like(gmax)
+    view = (-1,) + (1,) * (x.ndim - 1)
+    for s in range(0, int(n_samples), k):
+        eta = noise[s:s + k]
+        ks = eta.shape[0]
+        xs = (x.unsqueeze(0) + eta).reshape((ks * x.shape[0],) + x.shape[1:])
+        g = base(model, xs, target.repeat(ks)).detach().reshape((ks,) + x.shape)
+        nrm = g.flatten(2).norm(dim=2)                      # (ks, N)
+        u = g / nrm.clamp_min(1e-30).reshape((ks,) + view)
+        gmax = torch.maximum(gmax, nrm.max(0).values)
+        ginf = torch.maximum(ginf, g.flatten(2).abs().amax(dim=(0, 2)))
+        s1, s2 = s1 + g.sum(0), s2 + (g * g).sum(0)
+        u1, u2 = u1 + u.sum(0), u2 + (u * u).sum(0)
+    n = float(n_samples)
+    h, hu = s1 / n, u1 / n
+    return {"h": h, "h_unit": hu, "g_max": gmax, "g_linf": ginf,
+            "var": ((s2 - n * h * h) / (n - 1.0)).clamp_min(0.0),
+            "var_unit": ((u2 - n * hu * hu) / (n - 1.0)).clamp_min(0.0)}
