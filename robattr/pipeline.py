@@ -29,6 +29,7 @@ import fnmatch
 import hashlib
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -321,6 +322,11 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
 
     from robattr import results
 
+    # papermill re-parses the parameters cell and warns ("Unable to parse line",
+    # "Passed unknown parameter") on comments it cannot read; resolve() has already
+    # checked every name and value, so its warnings are noise here
+    for name in ("papermill", "papermill.translators"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     output.parent.mkdir(parents=True, exist_ok=True)
     results_csv = results_path(output)
     results_csv.unlink(missing_ok=True)

@@ -75,3 +75,26 @@ def test_every_source_notebook_is_in_the_toc():
     for nb in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
         page = f"book/{nb.parent.name}/{nb.stem}"
         assert page in toc, f"{nb.relative_to(ROOT)} is not in _toc.yml (add {page})"
+
+
+@pytest.mark.slow
+def test_recorded_results_are_written_next_to_the_page(built):
+    from robattr import results
+
+    dst, _ = built
+    df = results.read(dst / "book" / "example" / "digits_saliency.results.csv")
+    acc = df.loc[df["metric"] == "test_acc", "value"]
+    assert len(acc) == 1 and 0.0 <= acc.item() <= 1.0
+    assert set(df.loc[df["metric"] == "grad_cosine", "eps"]) == {0.0, 0.02, 0.05, 0.1, 0.2}
+
+
+def test_every_exercise_has_a_solution():
+    """sphinx-exercise pairs: each {exercise} label is solved by a {solution}."""
+    import nbformat
+
+    for nb_path in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
+        text = "\n".join(c.source for c in nbformat.read(nb_path, 4).cells
+                         if c.cell_type == "markdown")
+        labels = re.findall(r"```\{exercise\}\s*\n:label:\s*(\S+)", text)
+        solved = re.findall(r"```\{solution\}\s+(\S+)", text)
+        assert sorted(labels) == sorted(solved), nb_path.name
