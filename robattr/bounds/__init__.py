@@ -3,6 +3,7 @@
 ``gauss_newton``  Jacobians, input Hessians, the Gauss-Newton/SSR pieces, Hutchinson (000, 003)
 ``ball``          uniform l2-ball smoothing: volume ratio, cosine certificate, Cor 1 (002)
 ``montecarlo``    the Monte-Carlo error of a smoothed attribution: generalised chi-square (002)
+``deviation``     worst-case attribution deviations: matrix-free ξ_max, ℓ2/ℓp/ℓ∞/cosine bounds (001)
 ``center_smoothing``  Kumar & Goldstein's center smoothing certificate for attribution maps (002)
 
 Everything public is re-exported here, so ``from robattr.bounds import X`` works for all.
@@ -14,7 +15,9 @@ from robattr.bounds.ball import *  # noqa: F401,F403
 from robattr.bounds.gauss_newton import *  # noqa: F401,F403
 from robattr.bounds.gauss_newton import _hutchinson  # noqa: F401  (used by the Hessian loss)
 from robattr.bounds.montecarlo import *  # noqa: F401,F403
+from robattr.bounds import deviation
+from robattr.bounds.deviation import *  # noqa: F401,F403
 from robattr.bounds import center_smoothing
 from robattr.bounds.center_smoothing import *  # noqa: F401,F403
 
-__all__ = [*gauss_newton.__all__, *ball.__all__, *montecarlo.__all__, *center_smoothing.__all__]
+__all__ = [*ball.__all__, *gauss_newton.__all__, *montecarlo.__all__, *center_smoothing.__all__, *deviation.__all__]
