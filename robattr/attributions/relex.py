@@ -34,7 +34,7 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
           noise_ratio: float = 0.1, epochs: int = 50, lr: float = 0.1, momentum: float = 0.99,
           lambda1: float = 1e-4, lambda2: float = 1.0, batch: bool = True,
           init: float = 0.01, batch_size: int = 128, generator=None, seed=None,
-          create_graph: bool = False) -> torch.Tensor:
+          snapshots=None, create_graph: bool = False):
     """RelEx (Lim, Lee & Kim, CVPR 2021; paper 004): the mask minimising Eq. 11.
 
     For each input a mask ``m`` of the input's full shape starts ``U(0, init)``
@@ -51,6 +51,11 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
     Masks multiply the pixels in [0, 1] (the code masks the normalized image): a removed
     pixel is black here, the dataset mean there. Keep the model in eval mode (BatchNorm in
     train mode would couple the copies).
+
+    ``snapshots``: a sequence of epoch counts (each in ``1..epochs``); the call then returns
+    the list of masks after those many epochs, in the given order, from one run (e.g.
+    004's 50- and 100-epoch variants with ``epochs=100, snapshots=(50, 100)``).
+    ``batch_size`` bounds the rows (images x copies) of one forward pass.
 
     Not differentiable w.r.t. ``x``: the result is the end point of an optimisation, whose
     derivative would need unrolling every step; ``create_graph=True`` raises
@@ -69,9 +74,17 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
     gen = make_generator(x, generator, seed)
     copies = n_noisy if batch else 1
     k = samples_per_chunk(batch_size, x.shape[0])
+    if snapshots is not None:
+        try:
+            snaps = [int(e) for e in snapshots]
+        except (TypeError, ValueError):
+            raise ValueError(f"snapshots must be a sequence of epoch counts, got {snapshots!r}") from None
+        if not snaps or any(e < 1 or e > epochs or e != s_ for e, s_ in zip(snaps, snapshots)):
+            raise ValueError(f"snapshots must be integers in 1..epochs={epochs}, got {snapshots!r}")
+        kept = {}
     m = init * rand(x.shape, x, gen)
     velocity = torch.zeros_like(x)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         g = torch.zeros_like(x)
         for s in range(0, copies, k):
             ks = min(k, copies - s)
@@ -90,4 +103,8 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
         g = g / per_input(norm, x)
         velocity = momentum * velocity + g
         m = (m - lr * velocity).clamp(0, 1)
+        if snapshots is not None and epoch + 1 in snaps:
+            kept[epoch + 1] = m.clone()
+    if snapshots is not None:
+        return [kept[e] for e in snaps]
     return m

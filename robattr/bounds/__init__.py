@@ -5,12 +5,13 @@
 ``montecarlo``    the Monte-Carlo error of a smoothed attribution: generalised chi-square (002)
 ``deviation``     worst-case attribution deviations: matrix-free ξ_max, ℓ2/ℓp/ℓ∞/cosine bounds (001)
 ``center_smoothing``  Kumar & Goldstein's center smoothing certificate for attribution maps (002)
+``relex``         RelEx's Theorems 1-2 on the masked loss: radius and loss bounds (004)
 
 Everything public is re-exported here, so ``from robattr.bounds import X`` works for all.
 """
 from __future__ import annotations
 
-from robattr.bounds import ball, gauss_newton, montecarlo
+from robattr.bounds import ball, gauss_newton, montecarlo, relex
 from robattr.bounds.ball import *  # noqa: F401,F403
 from robattr.bounds.gauss_newton import *  # noqa: F401,F403
 from robattr.bounds.gauss_newton import _hutchinson  # noqa: F401  (used by the Hessian loss)
@@ -19,5 +20,6 @@ from robattr.bounds import deviation
 from robattr.bounds.deviation import *  # noqa: F401,F403
 from robattr.bounds import center_smoothing
 from robattr.bounds.center_smoothing import *  # noqa: F401,F403
+from robattr.bounds.relex import *  # noqa: F401,F403
 
-__all__ = [*ball.__all__, *gauss_newton.__all__, *montecarlo.__all__, *center_smoothing.__all__, *deviation.__all__]
+__all__ = [*ball.__all__, *gauss_newton.__all__, *montecarlo.__all__, *center_smoothing.__all__, *deviation.__all__, *relex.__all__]

@@ -1,0 +1,175 @@
+"""Tests of robattr.bounds.relex (004, RelEx Theorems 1-2) and RelEx's snapshots."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import optimize
+from torch import nn
+
+from robattr.attributions import relex
+from robattr.bounds import (first_crossing, masked_grad, masked_loss, thm1_check,
+                            thm1_loss_bound, thm1_radius_bound, thm1_radius_lipschitz,
+                            thm2_bound, thm2_check)
+
+torch.set_default_dtype(torch.float64)
+LOG2 = math.log(2)
+
+
+def linear(d, k, seed, scale=1.0):
+    torch.manual_seed(seed)
+    net = nn.Linear(d, k)
+    with torch.no_grad():
+        net.weight.mul_(scale)
+    return net.eval()
+
+
+def mlp(d, k, seed, act=nn.Tanh):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(d, 16), act(), nn.Linear(16, 16), act(), nn.Linear(16, k)).eval()
+
+
+def setup(net, d, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, d, generator=g)
+    m = torch.rand(n, d, generator=g) * (torch.rand(n, d, generator=g) < 0.7)
+    v = torch.randn(n, d, generator=g)
+    t = masked_loss(net, x, m, torch.zeros(n, dtype=torch.long))
+    return x, m, v, t
+
+
+def test_masked_grad_matches_the_closed_form_of_a_linear_softmax():
+    net = linear(5, 3, 0, 2.0)
+    x, m, _, _ = setup(net, 5, 4, 1)
+    t = torch.tensor([0, 1, 2, 1])
+    loss, g = masked_grad(net, x, m, t)
+    p = torch.softmax(net(m * x), 1)
+    onehot = torch.nn.functional.one_hot(t, 3).to(p)
+    assert torch.allclose(g, (onehot - p) @ net.weight)
+    assert torch.allclose(loss, -torch.log(p.gather(1, t[:, None])[:, 0]))
+    # the input gradient of L is -m * g
+    xx = x.clone().requires_grad_(True)
+    lx = -torch.log_softmax(net(m * xx), 1).gather(1, t[:, None]).sum()
+    (gx,) = torch.autograd.grad(lx, xx)
+    assert torch.allclose(gx, -m * g)
+
+
+def test_first_crossing_matches_brentq():
+    net = mlp(4, 3, 2)
+    x, m, v, _ = setup(net, 4, 3, 3)
+    t = torch.zeros(3, dtype=torch.long)
+    tau = masked_loss(net, x, m, t).max().item() + 0.3
+    alpha, _ = first_crossing(net, x, m, v, t, tau, alpha_max=50.0, n_grid=100, n_bisect=50)
+    vv = v / v.norm(dim=1, keepdim=True)
+    for i in range(3):
+        if not math.isfinite(alpha[i]):
+            continue
+        f = lambda a: masked_loss(net, x[i:i + 1] + a * vv[i:i + 1], m[i:i + 1], t[i:i + 1]).item() - tau  # noqa: E731
+        lo = float(alpha[i]) - 50.0 / 100
+        ref = optimize.brentq(f, max(lo, 0.0), float(alpha[i]) + 1e-12)
+        assert abs(ref - float(alpha[i])) < 1e-7
+
+
+@settings(max_examples=25, deadline=None)
+@given(d=st.integers(2, 8), k=st.integers(2, 5), seed=st.integers(0, 10_000),
+       scale=st.floats(0.2, 5.0))
+def test_thm1_is_exact_for_linear_softmax_models(d, k, seed, scale):
+    """L(x0 + s v, m) is convex in s for a linear softmax classifier, so the trapezoid
+    (secant-Hessian) step of the proof is an upper bound and Eq. 5 and corrected Eq. 7 hold."""
+    net = linear(d, k, seed, scale)
+    x, m, v, _ = setup(net, d, 6, seed + 1)
+    t = torch.zeros(6, dtype=torch.long)
+    tau = float(masked_loss(net, x, m, t).max()) + 0.5
+    r = thm1_check(net, x, m, v, t, tau=tau, alpha_max=200.0, n_grid=32)
+    ok = torch.isfinite(r["alpha"])
+    assert bool((r["bound"][ok] <= r["alpha"][ok] * (1 + 1e-7) + 1e-9).all())
+    assert bool((r["lipschitz"][ok] <= r["alpha"][ok] * (1 + 1e-7) + 1e-9).all())
+    assert bool((r["loss_at"][ok] <= r["eq7_corrected"][ok] + 1e-7).all())
+
+
+@settings(max_examples=15, deadline=None)
+@given(d=st.integers(2, 8), seed=st.integers(0, 10_000))
+def test_lipschitz_radius_bound_holds_on_random_networks(d, seed):
+    net = mlp(d, 3, seed)
+    x, m, v, _ = setup(net, d, 6, seed + 7)
+    t = torch.zeros(6, dtype=torch.long)
+    tau = float(masked_loss(net, x, m, t).max()) + 0.3
+    r = thm1_check(net, x, m, v, t, tau=tau, alpha_max=100.0, n_grid=200, n_bisect=20)
+    ok = torch.isfinite(r["alpha"])
+    assert bool((r["lipschitz"][ok] <= r["alpha"][ok] * (1 + 1e-3)).all())
+
+
+def test_eq7_as_printed_fails_and_the_corrected_form_holds():
+    net = linear(4, 3, 0)
+    x, m, v, _ = setup(net, 4, 5, 1)
+    t = torch.zeros(5, dtype=torch.long)
+    loss0, g0 = masked_grad(net, x, m, t)
+    alpha = 1e-3
+    vv = v / v.norm(dim=1, keepdim=True)
+    loss1, g1 = masked_grad(net, x + alpha * vv, m, t)
+    args = (alpha, m.sum(1), g0.norm(dim=1), (g1 - g0).norm(dim=1))
+    printed = thm1_loss_bound(*args, printed=True)
+    corrected = thm1_loss_bound(*args, loss0)
+    assert bool((loss1 > printed).all())          # the printed bound drops L(x0, m)
+    assert bool((loss1 <= corrected + 1e-12).all())
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(2, 10), seed=st.integers(0, 10_000), dist=st.floats(1e-3, 10.0),
+       relu=st.booleans())
+def test_thm2_upper_bound_is_exact_for_any_pair(d, seed, dist, relu):
+    net = mlp(d, 4, seed, nn.ReLU if relu else nn.Softplus)
+    x, m, v, _ = setup(net, d, 8, seed + 3)
+    xi = x + dist * v / v.norm(dim=1, keepdim=True)
+    t = torch.randint(0, 4, (8,), generator=torch.Generator().manual_seed(seed))
+    r = thm2_check(net, x, m, xi, t)
+    assert bool((r["lhs"] <= r["rhs"] * (1 + 1e-12) + 1e-15).all())
+
+
+def test_thm2_with_eq6_reading_fails_for_small_masks():
+    net = mlp(4, 3, 5)
+    x, _, v, _ = setup(net, 4, 3, 6)
+    m = torch.zeros_like(x)
+    m[:, 0] = 0.5                                  # ||m||_1 = 0.5 < 1
+    xi = x + v
+    r = thm2_check(net, x, m, xi, 0, eq6=True)
+    assert bool((r["lhs"] > 0).all()) and bool((r["lhs"] > r["rhs"]).all())
+    assert bool((thm2_check(net, x, m, xi, 0)["lhs"] <= thm2_check(net, x, m, xi, 0)["rhs"]).all())
+
+
+def test_scalar_bounds_and_errors():
+    assert float(thm1_radius_bound(1.0, 2.0, 0.5, 1.0)) == pytest.approx(2 * 1 / (2 * (1 + 1)))
+    assert math.isinf(float(thm1_radius_bound(1.0, 2.0, 0.0, 0.0)))
+    assert float(thm1_radius_lipschitz(1.0, 0.5, 4.0)) == pytest.approx(0.5)
+    assert float(thm2_bound(3.0, 2.0)) == 6.0
+    assert math.isinf(float(thm1_radius_bound(1.0, 0.0, 1.0, 1.0)))
+    assert float(thm1_radius_bound(0.0, 0.0, 1.0, 1.0)) == 0.0
+    with pytest.raises(ValueError, match="m_l1"):
+        thm1_radius_bound(1.0, -1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="c must be"):
+        thm1_radius_bound(-1.0, 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="loss0"):
+        thm1_loss_bound(1.0, 1.0, 1.0, 1.0)
+    net = linear(3, 2, 0)
+    x = torch.rand(2, 3)
+    with pytest.raises(ValueError, match="broadcast"):
+        masked_loss(net, x, torch.rand(2, 4), 0)
+    with pytest.raises(ValueError, match="non-zero"):
+        thm1_check(net, x, torch.ones_like(x), torch.zeros_like(x), 0)
+    with pytest.raises(ValueError, match="alpha_max"):
+        first_crossing(net, x, torch.ones_like(x), torch.ones_like(x), 0, 1.0, alpha_max=-1)
+
+
+def test_relex_snapshots_equal_separate_runs_and_validate():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(16, 3)).eval()
+    x = torch.rand(3, 1, 4, 4)
+    a, b = relex(net, x, 1, epochs=6, n_noisy=3, seed=2, snapshots=(3, 6))
+    assert torch.allclose(a, relex(net, x, 1, epochs=3, n_noisy=3, seed=2))
+    assert torch.allclose(b, relex(net, x, 1, epochs=6, n_noisy=3, seed=2))
+    with pytest.raises(ValueError, match="snapshots"):
+        relex(net, x, 1, epochs=3, n_noisy=2, snapshots=(4,))
+    with pytest.raises(ValueError, match="snapshots"):
+        relex(net, x, 1, epochs=3, n_noisy=2, snapshots=(1.5,))
