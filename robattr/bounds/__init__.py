@@ -5,6 +5,7 @@
 ``montecarlo``    the Monte-Carlo error of a smoothed attribution: generalised chi-square (002)
 ``deviation``     worst-case attribution deviations: matrix-free ξ_max, ℓ2/ℓp/ℓ∞/cosine bounds (001)
 ``center_smoothing``  Kumar & Goldstein's center smoothing certificate for attribution maps (002)
+``alignment``     003's l2 / cosine criteria, the α-transformation, Thm 6's bound terms (003)
 ``relex``         RelEx's Theorems 1-2 on the masked loss: radius and loss bounds (004)
 
 Everything public is re-exported here, so ``from robattr.bounds import X`` works for all.
@@ -20,6 +21,8 @@ from robattr.bounds import deviation
 from robattr.bounds.deviation import *  # noqa: F401,F403
 from robattr.bounds import center_smoothing
 from robattr.bounds.center_smoothing import *  # noqa: F401,F403
+from robattr.bounds import alignment
+from robattr.bounds.alignment import *  # noqa: F401,F403
 from robattr.bounds.relex import *  # noqa: F401,F403
 
-__all__ = [*ball.__all__, *gauss_newton.__all__, *montecarlo.__all__, *center_smoothing.__all__, *deviation.__all__, *relex.__all__]
+__all__ = [*ball.__all__, *gauss_newton.__all__, *montecarlo.__all__, *center_smoothing.__all__, *deviation.__all__, *relex.__all__, *alignment.__all__]
