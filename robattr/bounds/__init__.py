@@ -2,6 +2,7 @@
 
 ``gauss_newton``  Jacobians, input Hessians, the Gauss-Newton/SSR pieces, Hutchinson (000, 003)
 ``ball``          uniform l2-ball smoothing: volume ratio, cosine certificate, Cor 1 (002)
+``geometry``      saliency / SmoothGrad geometry: Lipschitz searches, Stein, smoothed Hessian (000)
 ``montecarlo``    the Monte-Carlo error of a smoothed attribution: generalised chi-square (002)
 ``deviation``     worst-case attribution deviations: matrix-free ξ_max, ℓ2/ℓp/ℓ∞/cosine bounds (001)
 ``center_smoothing``  Kumar & Goldstein's center smoothing certificate for attribution maps (002)
@@ -16,6 +17,8 @@ from robattr.bounds import ball, gauss_newton, montecarlo, relex
 from robattr.bounds.ball import *  # noqa: F401,F403
 from robattr.bounds.gauss_newton import *  # noqa: F401,F403
 from robattr.bounds.gauss_newton import _hutchinson  # noqa: F401  (used by the Hessian loss)
+from robattr.bounds import geometry
+from robattr.bounds.geometry import *  # noqa: F401,F403
 from robattr.bounds.montecarlo import *  # noqa: F401,F403
 from robattr.bounds import deviation
 from robattr.bounds.deviation import *  # noqa: F401,F403
@@ -25,4 +28,4 @@ from robattr.bounds import alignment
 from robattr.bounds.alignment import *  # noqa: F401,F403
 from robattr.bounds.relex import *  # noqa: F401,F403
 
-__all__ = [*ball.__all__, *gauss_newton.__all__, *montecarlo.__all__, *center_smoothing.__all__, *deviation.__all__, *relex.__all__, *alignment.__all__]
+__all__ = [*ball.__all__, *gauss_newton.__all__, *montecarlo.__all__, *center_smoothing.__all__, *deviation.__all__, *relex.__all__, *alignment.__all__, *geometry.__all__]

@@ -1,0 +1,594 @@
+"""000 (Wang et al., NeurIPS 2020): the geometry of saliency maps and of SmoothGrad.
+
+The quantities behind the paper's Lemma 1 / Theorem 1, Proposition 1, Lemma 3 /
+Theorem 2, Proposition 2 and Theorem 3, for a scalar output ``f`` of a model (the
+target logit, its softmax probability or log-probability: ``output=``).
+
+**Notation.** ``g(x) = ∇f(x)`` is the saliency map, ``B(x, δ)`` the ℓ2 ball, ``H_x`` the
+input Hessian of ``f``. ``f̃_σ = f * N(0, σ²I)`` is the Gaussian-smoothed model; by
+Stein's lemma (Prop. 1) its gradient is SmoothGrad,
+``∇f̃_σ(x) = E[∇f(x + u)] = E[u f(x + u)] / σ²`` with ``u ~ N(0, σ²I)``, and (Lemma 3)
+its Hessian is ``H̃_x = E[∇²f(x + u)] = E[(u uᵀ − σ²I) f(x + u)] / σ⁴``.
+
+**Searches** (lower bounds on maxima, by projected gradient ascent in the ℓ2 ball,
+the best iterate kept): :func:`max_grad_norm` (Lemma 1's L), :func:`saliency_lipschitz`
+(Theorem 1's λ and its maximiser x*), :func:`max_gradient_change` (Theorem 3's
+left side). They need second derivatives of ``f``: use smooth (Softplus) models.
+
+**Smoothed Hessian**: :func:`smoothed_hvp` (Hessian-vector products of ``f̃_σ`` under a
+fixed set of noise draws, by autograd or by the zeroth-order Stein form),
+:func:`power_iteration` and :func:`smoothed_hessian_spectral_norm`;
+:func:`smoothed_hessian_quadrature` computes ``H̃_x`` by Gauss–Hermite quadrature for
+small d (an accurate reference); :func:`input_hessian_spectral_norm` gives ``‖H_x‖₂``.
+
+**Bounds.** :func:`smoothgrad_lipschitz_bound` is Theorem 2's ``2F/σ²``
+(``tight=False``) or the sharper ``E|Z² − 1| F/σ²`` (``tight=True``). For a unit ``v``,
+``vᵀH̃v = E[(Z² − 1) f(x + u)]/σ²`` with ``Z = vᵀu/σ ~ N(0, 1)``, so
+``|vᵀH̃v| ≤ E|Z² − 1| F/σ²`` and, H̃ being symmetric, ``‖H̃‖₂`` obeys the same bound.
+``E|Z² − 1| = 4φ(1) ≈ 0.968`` (:data:`E_ABS_Z2_MINUS_1`), attained by
+``f(z) = F sign((z₁ − x₁)² − σ²)`` at x. :func:`prop2_sigma_threshold` is Proposition
+2's ``√(δF/L)`` (and the threshold of the sharper bound), :func:`thm3_bound` Theorem 3's
+``δ ‖H_x‖₂``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from robattr.attributions import resolve_target
+from robattr.bounds._checks import _arr, _out
+from robattr.utils import check_int, make_generator
+
+__all__ = [
+    "E_ABS_Z2_MINUS_1", "OUTPUTS", "scalar_output", "output_grad", "max_grad_norm",
+    "saliency_lipschitz", "thm1_bound", "max_gradient_change", "stein_gradient",
+    "smoothed_hvp", "power_iteration", "smoothed_hessian_spectral_norm",
+    "smoothed_hessian_quadrature", "input_hessian_spectral_norm",
+    "smoothgrad_lipschitz_bound", "prop2_sigma_threshold", "thm3_bound",
+    "METHODS_000", "METRICS_000", "metrics_000", "attack_eval_000", "attribution_map_000",
+]
+
+#: ``E|Z² − 1|`` for ``Z ~ N(0, 1)``: ``4 φ(1) = 4 e^{-1/2} / √(2π) ≈ 0.9679``.
+E_ABS_Z2_MINUS_1 = 4.0 * math.exp(-0.5) / math.sqrt(2.0 * math.pi)
+
+#: The scalar outputs ``f`` the functions accept.
+OUTPUTS = ("logit", "prob", "log_prob")
+
+
+# --------------------------------------------------------------------------- helpers
+def _check_model(model):
+    if not isinstance(model, nn.Module) and not callable(model):
+        raise ValueError(f"model must be a torch.nn.Module (or a callable), got {model!r}")
+
+
+def _check_x(x) -> torch.Tensor:
+    if not torch.is_tensor(x) or not x.is_floating_point() or x.ndim < 2 or x.shape[0] == 0:
+        raise ValueError("x must be a non-empty floating-point batch tensor (N, ...), got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    return x.detach()
+
+
+def _check_output(output: str) -> str:
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    return output
+
+
+def _pos(name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    return float(v)
+
+
+def _flat_norm(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(t.shape[0], -1).norm(dim=1)
+
+
+def _view(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return t.reshape((-1,) + (1,) * (x.ndim - 1))
+
+
+def scalar_output(model: nn.Module, x: torch.Tensor, target: torch.Tensor,
+                  output: str = "logit") -> torch.Tensor:
+    """``f(x)`` per example, (N,): the target's logit, softmax probability or
+    log-probability. ``target`` is a LongTensor of N class indices."""
+    logits = model(x)
+    if output == "prob":
+        logits = F.softmax(logits, dim=1)
+    elif output == "log_prob":
+        logits = F.log_softmax(logits, dim=1)
+    elif output != "logit":
+        _check_output(output)
+    return logits.gather(1, target[:, None]).squeeze(1)
+
+
+def output_grad(model: nn.Module, x: torch.Tensor, target, *, output: str = "logit",
+                create_graph: bool = False) -> torch.Tensor:
+    """The saliency map ``∇f(x)`` (shape of ``x``) of the scalar output ``f``."""
+    _check_output(output)
+    x0 = _check_x(x) if not (create_graph and x.requires_grad) else x
+    t = resolve_target(model, x0.detach(), target)
+    inp = x0 if (create_graph and x0.requires_grad) else x0.detach().requires_grad_(True)
+    with torch.enable_grad():
+        (g,) = torch.autograd.grad(scalar_output(model, inp, t, output).sum(), inp,
+                                   create_graph=create_graph)
+    return g
+
+
+def _ball_ascent(objective: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                 eps: float, steps: int, step_size: float | None, random_start: bool,
+                 generator, include_start: bool = True, min_dist: float = 0.0,
+                 clip: tuple[float, float] | None = None):
+    """Projected ℓ2 gradient ascent of ``objective`` (N,) over ``B(x, eps)``.
+
+    Returns (best value, best point); every iterate is scored, the start too when
+    ``include_start``. Steps are gradients normalised per example (length
+    ``step_size``, default ``2.5 eps / steps``). ``min_dist`` keeps iterates at least that
+    far from ``x`` (objectives undefined at x).
+    """
+    eps = _pos("eps", eps)
+    steps = check_int("steps", steps, 1)
+    step = 2.5 * eps / steps if step_size is None else _pos("step_size", step_size)
+    view = (-1,) + (1,) * (x.ndim - 1)
+
+    def proj(z):
+        d = z - x
+        n = _view(_flat_norm(d), x)
+        d = d * torch.clamp(eps / n.clamp_min(1e-30), max=1.0)
+        if min_dist > 0:
+            n2 = _view(_flat_norm(d), x)
+            d = torch.where(n2 < min_dist, d / n2.clamp_min(1e-30) * min_dist, d)
+        z = x + d
+        return z.clamp(*clip) if clip is not None else z
+
+    if random_start:
+        gdev = generator.device if generator is not None else x.device
+        u = torch.randn(x.shape, generator=generator, device=gdev, dtype=x.dtype).to(x.device)
+        r = torch.rand(x.shape[0], generator=generator, device=gdev, dtype=x.dtype).to(x.device)
+        d = x[0].numel()
+        u = u / _view(_flat_norm(u), x) * _view(eps * r ** (1.0 / d), x)
+        z = proj(x + u)
+    else:
+        z = x.clone()
+    best_v = torch.full((x.shape[0],), -float("inf"), dtype=x.dtype, device=x.device)
+    best = x.clone()
+    for t in range(steps + 1):
+        zz = z.detach().requires_grad_(True)
+        with torch.enable_grad():
+            val = objective(zz)
+            grad = None
+            if t < steps:
+                (grad,) = torch.autograd.grad(val.sum(), zz)
+        v = val.detach()
+        if t > 0 or include_start:
+            better = v > best_v
+            best_v = torch.where(better, v, best_v)
+            best[better] = zz.detach()[better]
+        if grad is None:
+            break
+        gn = _flat_norm(grad).clamp_min(1e-30).reshape(view)
+        z = proj(zz.detach() + step * grad / gn)
+    return best_v, best
+
+
+# --------------------------------------------------------------------------- Lemma 1 / Thm 1
+def max_grad_norm(model: nn.Module, x: torch.Tensor, target=None, *, eps: float,
+                  output: str = "logit", steps: int = 20, step_size: float | None = None,
+                  random_start: bool = False, generator=None, seed=None):
+    """Lemma 1's local Lipschitz constant ``L = max_{x' ∈ B(x, eps)} ‖∇f(x')‖₂``, searched
+    by projected ℓ2 ascent of ``‖∇f‖₂`` (a lower bound on the true maximum; the start
+    ``x`` is scored too). Needs a smooth model (the ascent differentiates the gradient).
+    Returns ``(L, x_dagger)``: (N,) and the maximiser, shaped like ``x``.
+    """
+    _check_model(model)
+    _check_output(output)
+    x = _check_x(x)
+    t = resolve_target(model, x, target)
+    gen = make_generator(x, generator, seed)
+
+    def obj(z):
+        (g,) = torch.autograd.grad(scalar_output(model, z, t, output).sum(), z,
+                                   create_graph=True)
+        return _flat_norm(g)
+
+    return _ball_ascent(obj, x, eps, steps, step_size, random_start, gen)
+
+
+def saliency_lipschitz(model: nn.Module, x: torch.Tensor, target=None, *, eps: float,
+                       output: str = "logit", steps: int = 20, step_size: float | None = None,
+                       min_dist: float | None = None, generator=None, seed=None):
+    """Theorem 1's local robustness of the saliency map,
+    ``λ = max_{x' ∈ B(x, eps)} ‖∇f(x) − ∇f(x')‖₂ / ‖x − x'‖₂``, searched by projected ℓ2
+    ascent of the ratio from a random start in the ball (the ratio is undefined at x;
+    iterates stay ``min_dist`` away from x, default ``eps / 100``).
+
+    Returns ``(lam, x_star, dist)``: the best ratio (N,), its point, and ``‖x − x*‖₂``.
+    """
+    _check_model(model)
+    _check_output(output)
+    x = _check_x(x)
+    eps = _pos("eps", eps)
+    md = eps / 100 if min_dist is None else _pos("min_dist", min_dist)
+    if md >= eps:
+        raise ValueError(f"min_dist must be smaller than eps, got {md} >= {eps}")
+    t = resolve_target(model, x, target)
+    g0 = output_grad(model, x, t, output=output).detach()
+    gen = make_generator(x, generator, seed)
+
+    def obj(z):
+        (g,) = torch.autograd.grad(scalar_output(model, z, t, output).sum(), z,
+                                   create_graph=True)
+        return _flat_norm(g - g0) / _flat_norm(z - x).clamp_min(1e-30)
+
+    lam, xs = _ball_ascent(obj, x, eps, steps, step_size, True, gen, include_start=True,
+                           min_dist=md)
+    return lam, xs, _flat_norm(xs - x)
+
+
+def thm1_bound(L, dist):
+    """Theorem 1: ``λ ≤ 2L / ‖x − x*‖₂`` (exact, given the true L of Lemma 1)."""
+    L = _arr("L", L, low=0.0)
+    d = _arr("dist", dist, low=0.0, strict=True)
+    return _out(2.0 * L / d)
+
+
+# --------------------------------------------------------------------------- Thm 3
+def max_gradient_change(model: nn.Module, x: torch.Tensor, target=None, *, eps: float,
+                        output: str = "logit", steps: int = 20, step_size: float | None = None,
+                        generator=None, seed=None):
+    """Theorem 3's left side ``max_{x' ∈ B(x, eps)} ‖∇f(x) − ∇f(x')‖₂``, searched by
+    projected ℓ2 ascent from a random start. Returns ``(change, x_prime)``."""
+    _check_model(model)
+    _check_output(output)
+    x = _check_x(x)
+    t = resolve_target(model, x, target)
+    g0 = output_grad(model, x, t, output=output).detach()
+    gen = make_generator(x, generator, seed)
+
+    def obj(z):
+        (g,) = torch.autograd.grad(scalar_output(model, z, t, output).sum(), z,
+                                   create_graph=True)
+        return _flat_norm(g - g0)
+
+    return _ball_ascent(obj, x, eps, steps, step_size, True, gen)
+
+
+def thm3_bound(delta, hessian_norm):
+    """Theorem 3 (first order): ``max ‖∇f(x) − ∇f(x')‖₂ ≲ δ ‖H_x‖₂ = δ max_i |ξ_i|``."""
+    d = _arr("delta", delta, low=0.0)
+    h = _arr("hessian_norm", hessian_norm, low=0.0)
+    return _out(d * h)
+
+
+# --------------------------------------------------------------------------- Prop 1
+def stein_gradient(model: nn.Module, x: torch.Tensor, target=None, *, sigma: float,
+                   n_samples: int = 50, output: str = "prob", control_variate: bool = False,
+                   batch_size: int = 1024, generator=None, seed=None):
+    """Proposition 1's two Monte-Carlo estimators of ``∇f̃_σ(x)``, on the same draws
+    ``u_j ~ N(0, σ²I)``:
+
+    * ``pathwise``: ``mean_j ∇f(x + u_j)`` (SmoothGrad);
+    * ``stein``: ``mean_j u_j f(x + u_j) / σ²`` (Stein's lemma, zeroth order); with
+      ``control_variate=True`` ``f(x + u_j) − f(x)`` replaces ``f(x + u_j)``
+      (same expectation since ``E u = 0``, far smaller variance).
+
+    Returns ``(pathwise, stein)``, each shaped like ``x``.
+    """
+    _check_model(model)
+    _check_output(output)
+    x = _check_x(x)
+    sigma = _pos("sigma", sigma)
+    n = check_int("n_samples", n_samples, 1)
+    bs = check_int("batch_size", batch_size, 1)
+    t = resolve_target(model, x, target)
+    gen = make_generator(x, generator, seed)
+    gdev = gen.device if gen is not None else x.device
+    with torch.no_grad():
+        f0 = scalar_output(model, x, t, output) if control_variate else None
+    path = torch.zeros_like(x)
+    stein = torch.zeros_like(x)
+    per = max(1, bs // x.shape[0])
+    for s in range(0, n, per):
+        k = min(per, n - s)
+        u = sigma * torch.randn((k,) + x.shape, generator=gen, device=gdev,
+                                dtype=x.dtype).to(x.device)
+        z = (x.unsqueeze(0) + u).reshape((k * x.shape[0],) + x.shape[1:]).requires_grad_(True)
+        with torch.enable_grad():
+            fz = scalar_output(model, z, t.repeat(k), output)
+            (g,) = torch.autograd.grad(fz.sum(), z)
+        path += g.reshape((k,) + x.shape).sum(0)
+        fz = fz.detach().reshape(k, x.shape[0])
+        if f0 is not None:
+            fz = fz - f0
+        stein += (u * fz.reshape((k, x.shape[0]) + (1,) * (x.ndim - 1))).sum(0)
+    return path / n, stein / (n * sigma ** 2)
+
+
+# --------------------------------------------------------------------------- Lemma 3 / Thm 2
+def smoothed_hvp(model: nn.Module, x: torch.Tensor, target: torch.Tensor, *,
+                 noise: torch.Tensor, sigma: float, output: str = "prob",
+                 estimator: str = "autograd") -> Callable[[torch.Tensor], torch.Tensor]:
+    """The operator ``v ↦ H̃ v`` of the smoothed model under a fixed set of draws ``noise``
+    (n, *x.shape), ``u_j = noise[j]`` (already scaled by σ): one symmetric matrix, the
+    Monte-Carlo average, so power iteration applies. The work that does not depend on
+    ``v`` (the forward passes, the first backward) is done once here.
+
+    ``estimator="autograd"``: ``mean_j ∇²f(x + u_j) v`` (double backward; smooth models).
+    ``estimator="stein"``: Lemma 3's zeroth-order form with a control variate,
+    ``mean_j ((u_jᵀv) u_j − σ² v) (f(x + u_j) − f(x)) / σ⁴`` (any model, ReLU included).
+    ``target`` is a LongTensor (N,); the operator takes and returns tensors shaped like ``x``.
+    """
+    if estimator not in ("autograd", "stein"):
+        raise ValueError(f"estimator must be 'autograd' or 'stein', got {estimator!r}")
+    if not torch.is_tensor(noise) or noise.ndim != x.ndim + 1 or noise.shape[1:] != x.shape:
+        raise ValueError(f"noise must be shaped (n, *x.shape), got "
+                         f"{getattr(noise, 'shape', type(noise).__name__)}")
+    sigma = _pos("sigma", sigma)
+    n = noise.shape[0]
+    xs = (x.unsqueeze(0) + noise).reshape((n * x.shape[0],) + x.shape[1:])
+    tt = target.repeat(n)
+    if estimator == "autograd":
+        z = xs.detach().requires_grad_(True)
+        with torch.enable_grad():
+            (g,) = torch.autograd.grad(scalar_output(model, z, tt, output).sum(), z,
+                                       create_graph=True)
+
+        def hvp(v):
+            vv = v.detach().unsqueeze(0).expand((n,) + x.shape).reshape(z.shape)
+            with torch.enable_grad():
+                (hv,) = torch.autograd.grad((g * vv).sum(), z, retain_graph=True)
+            return hv.reshape((n,) + x.shape).mean(0)
+        return hvp
+
+    with torch.no_grad():
+        fz = scalar_output(model, xs, tt, output).reshape(n, x.shape[0])
+        fz = fz - scalar_output(model, x, target, output)
+    shape = (n, x.shape[0]) + (1,) * (x.ndim - 1)
+    fz = fz.reshape(shape)
+
+    def stein(v):
+        with torch.no_grad():
+            uv = (noise * v.unsqueeze(0)).reshape(n, x.shape[0], -1).sum(2).reshape(shape)
+            return ((uv * fz * noise).mean(0) - sigma ** 2 * v * fz.mean(0)) / sigma ** 4
+    return stein
+
+
+def power_iteration(matvec: Callable[[torch.Tensor], torch.Tensor], v0: torch.Tensor, *,
+                    iters: int = 50, tol: float = 1e-6):
+    """Largest |eigenvalue| of a batch of symmetric operators by power iteration.
+
+    ``matvec`` maps a batch of vectors (N, ...) to their images; ``v0`` the start (N, ...).
+    Returns ``(norm, v)``: ``‖A v‖`` at the final unit ``v`` (N,), and ``v``. For a
+    symmetric A this converges to ``‖A‖₂ = max |ξ_i|`` (from below, as a Rayleigh-type
+    estimate); ``tol`` stops when every relative change is below it.
+    """
+    iters = check_int("iters", iters, 1)
+    v = v0 / _view(_flat_norm(v0).clamp_min(1e-30), v0)
+    est = torch.zeros(v0.shape[0], dtype=v0.dtype, device=v0.device)
+    for _ in range(iters):
+        w = matvec(v)
+        new = _flat_norm(w)
+        v = w / _view(new.clamp_min(1e-30), w)
+        done = bool(((new - est).abs() <= tol * new.clamp_min(1e-30)).all())
+        est = new
+        if done:
+            break
+    return est, v
+
+
+def smoothed_hessian_spectral_norm(model: nn.Module, x: torch.Tensor, target=None, *,
+                                   sigma: float, n_samples: int = 64, output: str = "prob",
+                                   estimator: str = "autograd", iters: int = 30,
+                                   generator=None, seed=None) -> torch.Tensor:
+    """``‖H̃_x‖₂`` of the σ-smoothed model, per example (N,): power iteration on
+    :func:`smoothed_hvp` with ``n_samples`` fixed draws (common random numbers, so the
+    operator is one symmetric matrix: the Monte-Carlo average of Hessians)."""
+    _check_model(model)
+    _check_output(output)
+    x = _check_x(x)
+    sigma = _pos("sigma", sigma)
+    n = check_int("n_samples", n_samples, 1)
+    t = resolve_target(model, x, target)
+    gen = make_generator(x, generator, seed)
+    gdev = gen.device if gen is not None else x.device
+    noise = sigma * torch.randn((n,) + x.shape, generator=gen, device=gdev,
+                                dtype=x.dtype).to(x.device)
+    v0 = torch.randn(x.shape, generator=gen, device=gdev, dtype=x.dtype).to(x.device)
+    op = smoothed_hvp(model, x, t, noise=noise, sigma=sigma, output=output, estimator=estimator)
+    est, _ = power_iteration(op, v0, iters=iters)
+    return est.detach()
+
+
+def input_hessian_spectral_norm(model: nn.Module, x: torch.Tensor, target=None, *,
+                                output: str = "logit", iters: int = 50,
+                                generator=None, seed=None) -> torch.Tensor:
+    """``‖H_x‖₂ = max_i |ξ_i|`` of the input Hessian of ``f`` (N,), by power iteration on
+    Hessian-vector products (double backward; zero for ReLU networks)."""
+    _check_model(model)
+    _check_output(output)
+    x = _check_x(x)
+    t = resolve_target(model, x, target)
+    gen = make_generator(x, generator, seed)
+    gdev = gen.device if gen is not None else x.device
+    z = x.detach().requires_grad_(True)
+    with torch.enable_grad():
+        (g,) = torch.autograd.grad(scalar_output(model, z, t, output).sum(), z,
+                                   create_graph=True)
+
+    def hvp(v):
+        with torch.enable_grad():
+            (hv,) = torch.autograd.grad((g * v).sum(), z, retain_graph=True)
+        return hv
+
+    v0 = torch.randn(x.shape, generator=gen, device=gdev, dtype=x.dtype).to(x.device)
+    est, _ = power_iteration(hvp, v0, iters=iters)
+    return est.detach()
+
+
+def smoothed_hessian_quadrature(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *,
+                                sigma: float, nodes: int = 40, form: str = "hessian") -> torch.Tensor:
+    """``H̃_x`` by tensor-product Gauss–Hermite quadrature, for small d.
+
+    ``fn`` maps a batch of points (M, d) to their values (M,), each row on its own (a
+    model's selected output). ``x`` is one point (d,).
+    ``form="hessian"``: ``E[∇²f(x + σZ)]`` (per-point Hessians by d double-backward passes
+    over the whole batch); ``form="stein"``: Lemma 3's ``E[(ZZᵀ − I) f(x + σZ)] / σ²``
+    (values of f only). The two agree when the quadrature has converged -- the check to
+    make, since sharp networks need many nodes. Exact for low-degree polynomial ``f``;
+    ``nodes**d`` points, so keep ``d ≤ 3``. Returns (d, d).
+    """
+    if form not in ("hessian", "stein"):
+        raise ValueError(f"form must be 'hessian' or 'stein', got {form!r}")
+    if not torch.is_tensor(x) or x.ndim != 1 or not x.is_floating_point():
+        raise ValueError("x must be one point: a floating 1-D tensor (d,)")
+    d = x.shape[0]
+    sigma = _pos("sigma", sigma)
+    nodes = check_int("nodes", nodes, 1)
+    if nodes ** d > 2_000_000:
+        raise ValueError(f"nodes**d = {nodes ** d} quadrature points is too many; lower nodes or d")
+    z1, w1 = np.polynomial.hermite_e.hermegauss(nodes)
+    w1 = w1 / math.sqrt(2 * math.pi)
+    grids = np.meshgrid(*([z1] * d), indexing="ij")
+    pts = np.stack([g.ravel() for g in grids], 1)
+    wts = np.prod(np.meshgrid(*([w1] * d), indexing="ij"), axis=0).ravel()
+    pts_t = torch.as_tensor(pts, dtype=x.dtype, device=x.device)
+    wts_t = torch.as_tensor(wts, dtype=x.dtype, device=x.device)
+    pts_x = x.detach()[None] + sigma * pts_t
+    if form == "stein":
+        with torch.no_grad():
+            fv = fn(pts_x).reshape(-1)
+        kern = pts_t[:, :, None] * pts_t[:, None, :] - torch.eye(d, dtype=x.dtype, device=x.device)
+        return (wts_t[:, None, None] * kern * fv[:, None, None]).sum(0) / sigma ** 2
+    z = pts_x.requires_grad_(True)
+    with torch.enable_grad():
+        (g,) = torch.autograd.grad(fn(z).sum(), z, create_graph=True)
+        rows = [torch.autograd.grad(g[:, j].sum(), z, retain_graph=j < d - 1)[0]
+                for j in range(d)]
+    hs = torch.stack(rows, 1)                                   # (M, d, d)
+    return (wts_t[:, None, None] * hs).sum(0).detach()
+
+
+# --------------------------------------------------------------------------- bounds
+def smoothgrad_lipschitz_bound(F_max, sigma, *, tight: bool = False):
+    """Theorem 2: SmoothGrad is globally ``λ̃``-robust with ``λ̃ ≤ 2F/σ²`` (``tight=False``,
+    as printed), or the sharper ``λ̃ ≤ E|Z² − 1| F/σ² ≈ 0.968 F/σ²`` (``tight=True``;
+    derivation in the module docstring), where ``F ≥ sup |f|``."""
+    Fm = _arr("F_max", F_max, low=0.0)
+    s = _arr("sigma", sigma, low=0.0, strict=True)
+    c = E_ABS_Z2_MINUS_1 if tight else 2.0
+    return _out(c * Fm / s ** 2)
+
+
+def prop2_sigma_threshold(delta, F_max, L, *, tight: bool = False):
+    """Proposition 2: for ``σ > √(δF/L)`` Theorem 2's bound ``2F/σ²`` is below the
+    saliency bound ``2L/δ ≤ 2L/‖x − x*‖``. ``tight=True`` gives the threshold of the
+    sharper bound, ``√(E|Z²−1| δF / (2L))``."""
+    d = _arr("delta", delta, low=0.0)
+    Fm = _arr("F_max", F_max, low=0.0)
+    Lm = _arr("L", L, low=0.0, strict=True)
+    c = E_ABS_Z2_MINUS_1 / 2 if tight else 1.0
+    return _out(np.sqrt(c * d * Fm / Lm))
+
+
+# --------------------------------------------------------------------------- 000's evaluation
+#: 000's four attribution methods as (robattr method name, options): grad × input for SM,
+#: SG and UG (App. C1, change 2); IG with the zero baseline (it already multiplies by x).
+METHODS_000 = {
+    "SM": ("input_x_grad", {}),
+    "IG": ("integrated_gradients", {"steps": 50, "method": "right"}),
+    "SG": ("smoothgrad", {"multiply_by_input": True, "n_samples": 50, "noise_ratio": 0.1}),
+    "UG": ("uniform_grad", {"multiply_by_input": True, "n_samples": 50, "radius": 4 / 255}),
+}
+
+#: The four metrics of 000's tables, in their order: k-in (mass form), Spearman, centre
+#: dislocation (pixels), cosine distance.
+METRICS_000 = ("k-in", "cor", "cdl", "cosd")
+
+
+def attribution_map_000(method: str, options: dict, model: nn.Module, x: torch.Tensor,
+                        target, seed: int = 0) -> torch.Tensor:
+    """The reduced map (N×H×W, ``|a|`` summed over channels) of robattr method ``method``
+    with ``options``; SG/UG draw their noise from ``seed`` (the same draws every call)."""
+    from robattr.attributions import METHODS, reduce_channels
+    opts = dict(options)
+    if method in ("smoothgrad", "uniform_grad"):
+        opts["seed"] = seed                    # the same noise for the clean and attacked map
+    return reduce_channels(METHODS[method](model, x, target, **opts).detach(), "abs_sum")
+
+
+def metrics_000(map0: torch.Tensor, map1: torch.Tensor, k: int) -> dict[str, torch.Tensor]:
+    """000's four metrics between clean and perturbed maps (N×H×W, non-negative), per
+    example: ``k-in`` = ``Σ_{i∈K(map0)} n(map1)_i`` (mass form), ``cor`` = Spearman,
+    ``cdl`` = centre-of-mass distance in pixels, ``cosd`` = ``1 − cos``."""
+    from robattr.metrics import center_dislocation, cosine_distance, spearman, topk_intersection
+    return {"k-in": topk_intersection(map0, map1, k, variant="mass"),
+            "cor": spearman(map0, map1),
+            "cdl": center_dislocation(map0, map1, reduce=None),
+            "cosd": cosine_distance(map0, map1)}
+
+
+def attack_eval_000(model: nn.Module, x: torch.Tensor, *, attack: str, method: str,
+                    eps_list, k: int, steps: int = 50, surrogate_beta=None,
+                    methods: dict | None = None, eval_methods=None, seed: int = 0,
+                    progress: bool = False):
+    """000's protocol (Tables 2-6) for one attacked method: for each ε of ``eps_list``
+    (ℓ∞, pixel units) attack ``method`` (a key of ``methods``, default
+    :data:`METHODS_000`) with ``attack`` = ``"topk"`` (Ghorbani et al., original top-k
+    fixed, mass criterion), ``"manipulate"`` (Dombrowski et al., weights 1e11 / 1e6, the
+    target map that of the next image in the batch) or ``"mass_center"``; then compare the
+    clean and attacked maps of each method in ``eval_methods`` (default: the attacked one;
+    others give 000's transfer Table 6) by :func:`metrics_000`, with the same noise draws
+    for both maps. The label constraint is on. Returns a pandas DataFrame with columns
+    ``method, metric, eps, value`` (the mean over images).
+    """
+    import pandas as pd
+
+    from robattr.attacks import mass_center_attack, targeted_attack, topk_attack
+    from robattr.attributions import METHODS, reduce_channels
+
+    methods = dict(METHODS_000 if methods is None else methods)
+    if method not in methods:
+        raise ValueError(f"method must be one of {list(methods)}, got {method!r}")
+    if attack not in ("topk", "manipulate", "mass_center"):
+        raise ValueError(f"attack must be 'topk', 'manipulate' or 'mass_center', got {attack!r}")
+    eval_methods = [method] if eval_methods is None else list(eval_methods)
+    for m in eval_methods:
+        if m not in methods:
+            raise ValueError(f"eval_methods must be keys of {list(methods)}, got {m!r}")
+    eps_list = [float(e) for e in eps_list]
+    if not eps_list or any(e <= 0 for e in eps_list):
+        raise ValueError(f"eps_list must hold positive numbers, got {eps_list!r}")
+    x = _check_x(x)
+    name, opts = methods[method]
+    with torch.no_grad():
+        target = model(x).argmax(1)
+    common = dict(method=name, method_options=dict(opts), steps=steps,
+                  surrogate_beta=surrogate_beta, seed=seed, progress=progress)
+    clean = {m: attribution_map_000(*methods[m], model, x, target, seed) for m in eval_methods}
+    rows = []
+    for eps in eps_list:
+        if attack == "topk":
+            res = topk_attack(model, x, target, k=k, eps=eps, criterion="mass", **common)
+        elif attack == "manipulate":
+            tmap = reduce_channels(METHODS[name](model, x.roll(1, 0), target.roll(1, 0),
+                                                 **_seeded(name, opts, seed)).detach(), "abs_sum")
+            res = targeted_attack(model, x, target, target_map=tmap, eps=eps, **common)
+        else:
+            res = mass_center_attack(model, x, target, eps=eps, **common)
+        for m in eval_methods:
+            adv = attribution_map_000(*methods[m], model, res.x_adv, target, seed)
+            for metric, val in metrics_000(clean[m], adv, k).items():
+                rows.append(dict(method=m, metric=metric, eps=eps, value=val.mean().item()))
+    return pd.DataFrame(rows)
+
+
+def _seeded(name, opts, seed):
+    o = dict(opts)
+    if name in ("smoothgrad", "uniform_grad"):
+        o["seed"] = seed
+    return o
