@@ -12,6 +12,7 @@ Submodules (imported on first use, so ``import robattr`` stays cheap):
 ``bounds``        the papers' bounds and certificates
 ``params``        validation of notebook parameters
 ``pipeline``      papermill + jupyter-book build, profiles
+``evaluate``      each paper's headline evaluation as one function (the cross-paper matrix)
 ``executors``     where notebook runs execute: here, worker processes, a Ray cluster
 ``sweep``         one notebook over a grid of parameter values, results as one CSV
 ``results``       scalars a notebook records, kept next to the executed notebook
@@ -25,7 +26,8 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "attacks", "attributions", "bounds", "data", "executors", "metrics", "models", "papers",
+    "attacks", "attributions", "bounds", "data", "evaluate", "executors", "metrics", "models",
+    "papers",
     "params", "pipeline", "results", "sweep", "train", "utils", "viz", "zoo",
 }
 
