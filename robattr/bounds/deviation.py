@@ -24,7 +24,11 @@ is the m×d Jacobian (m = d for an attribution map). The paper writes ``H = ∇g
   hypothesis for a given δ is :func:`remainder_constant`;
 * Sec. E: the largest ε for a tolerance ω (:func:`max_eps_for_tolerance`, with the
   squares of Eqs. 51–52 restored; ``printed=True`` gives the formula as extracted);
-* B.1: the linearity residual ``η = ‖g(x+δ) − g(x) − J δ‖`` (:func:`linearity_residual`).
+* B.1: the linearity residual ``η = ‖g(x+δ) − g(x) − J δ‖`` (:func:`linearity_residual`);
+* C.1: the Jacobian of IG is ``diag(path-averaged gradient) + diag(x) Σ_k w_k α_k ∇²f(α_k x)``
+  (:func:`ig_jacobian_parts`); the Hessian term's total weight ``Σ_k w_k α_k`` tends to
+  1/2, not 0, as the step count grows (:func:`ig_hessian_weight`), and
+  :func:`diagonal_dominance` measures how diagonal a Jacobian is.
 
 **Matrix-free products.** ``fn`` is called once on a leaf copy of ``x`` with its graph
 kept; ``Jᵀu`` is one backward pass through that graph and ``J v`` is the "double-vjp"
@@ -52,7 +56,8 @@ __all__ = [
     "lp_deviation_bound", "linf_deviation_bound", "vertex_maximum", "sign_consistent",
     "cosine_distance_bound", "angle_bound", "taylor_constant", "remainder_constant",
     "linearity_residual", "max_eps_for_tolerance", "label_constraint_condition",
-    "deviation_attack", "diagonal_dominance", "evaluate_bounds", "SPECTRAL_METHODS",
+    "deviation_attack", "diagonal_dominance", "ig_hessian_weight", "ig_jacobian_parts",
+    "evaluate_bounds", "SPECTRAL_METHODS",
 ]
 
 SPECTRAL_METHODS = ("lanczos", "power", "dense")
@@ -671,16 +676,93 @@ def deviation_attack(fn: Callable, x: torch.Tensor, eps: float, *, norm: str = "
 
 
 # --------------------------------------------------------------------------- C.1
-def diagonal_dominance(J: torch.Tensor) -> dict[str, torch.Tensor]:
+def diagonal_dominance(J: torch.Tensor, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """How diagonal a square Jacobian is, per example: ``diag_mass`` = Σ|J_ii| / Σ|J_ij|
-    and ``dominant_rows`` = the fraction of rows with ``|J_ii| ≥ Σ_{j≠i} |J_ij|``."""
+    and ``dominant_rows`` = the fraction of rows with ``|J_ii| ≥ Σ_{j≠i} |J_ij|``.
+
+    ``rows`` (optional, (N, d) bool): count only those rows in both numbers (e.g. the
+    pixels with ``x_i ≠ 0``: for IG with a zero baseline the other rows are diagonal by
+    construction, see :func:`ig_jacobian_parts`). An example with no selected row gets NaN.
+    """
     if not torch.is_tensor(J) or J.ndim != 3 or J.shape[1] != J.shape[2]:
         raise ValueError(f"J must be (N, d, d), got {getattr(J, 'shape', J)!r}")
     A = J.abs().double()
     diag = torch.diagonal(A, dim1=1, dim2=2)
-    off = A.sum(2) - diag
-    return {"diag_mass": diag.sum(1) / A.sum((1, 2)).clamp_min(1e-300),
-            "dominant_rows": (diag >= off).double().mean(1)}
+    row_sum = A.sum(2)
+    off = row_sum - diag
+    if rows is None:
+        w = torch.ones_like(diag)
+    else:
+        if not torch.is_tensor(rows) or rows.shape != diag.shape:
+            raise ValueError(f"rows must be a (N, d) = {tuple(diag.shape)} bool tensor")
+        w = rows.to(diag.device).double()
+    n_rows = w.sum(1)
+    nan = torch.full_like(n_rows, float("nan"))
+    mass = (diag * w).sum(1) / (row_sum * w).sum(1).clamp_min(1e-300)
+    dom = ((diag >= off).double() * w).sum(1) / n_rows.clamp_min(1)
+    return {"diag_mass": torch.where(n_rows > 0, mass, nan),
+            "dominant_rows": torch.where(n_rows > 0, dom, nan)}
+
+
+def ig_hessian_weight(steps: int, method: str = "right") -> float:
+    """``Σ_k w_k α_k``: the total weight of the Hessian term in the Jacobian of IG.
+
+    With the quadrature nodes ``α_k`` and weights ``w_k`` of
+    :func:`robattr.attributions.path_points`, IG with a zero baseline is
+    ``x ⊙ Σ_k w_k ∇f(α_k x)`` and its Jacobian is
+    ``diag(Σ_k w_k ∇f(α_k x)) + diag(x) Σ_k w_k α_k ∇²f(α_k x)``. For a quadratic ``f``
+    (constant Hessian ``A``) the off-diagonal part is exactly ``x_i A_ij`` times this
+    number. It is ``(m+1)/(2m)`` for the right Riemann sum (the paper's Eq. 40,
+    ``α = 1..m``), ``(m−1)/(2m)`` for the left one and ``1/2`` for midpoint, trapezoid and
+    Gauss-Legendre: it tends to ``∫₀¹ t dt = 1/2``, **not** to 0, as ``m`` grows.
+    """
+    from robattr.attributions import path_points
+
+    a, w = path_points(_count("steps", steps), method)
+    return float((np.asarray(a, dtype=np.float64) * np.asarray(w, dtype=np.float64)).sum())
+
+
+def ig_jacobian_parts(model: nn.Module, x: torch.Tensor, target=None, *, steps: int = 16,
+                      method: str = "right", max_bytes: float = 2 ** 30):
+    """The two parts of the Jacobian of Integrated Gradients (zero baseline), densely.
+
+    ``J_IG(x) = diag(a) + B`` with ``a = Σ_k w_k ∇f(α_k x)`` (the path-averaged gradient,
+    (N, d)) and ``B = diag(x) Σ_k w_k α_k ∇²f(α_k x)`` ((N, d, d); row ``i`` is ``x_i``
+    times a weighted sum of Hessian rows, so it vanishes where ``x_i = 0``). ``f`` is the
+    logit of ``target`` (fixed; None: the class predicted at ``x``); the nodes and weights
+    are those of :func:`robattr.attributions.path_points` (``method="right"`` is the
+    paper's Eq. 40). The Hessians at the ``N·steps`` path points are dense (``d`` backward
+    passes): for small inputs. Refused (:class:`DenseJacobianTooLarge`) above
+    ``max_bytes``. Returns ``(a, B)`` as float64 tensors; ``a`` is shaped like ``x``,
+    ``B`` is (N, d, d) over the flattened input.
+    """
+    from robattr.attributions import path_points, resolve_target
+
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    x = _check_x(x)
+    steps = _count("steps", steps)
+    alphas, weights = path_points(steps, method)
+    n, d, k = x.shape[0], x[0].numel(), len(alphas)
+    need = n * k * d * d * 8 * 2
+    if need > max_bytes:
+        raise DenseJacobianTooLarge(
+            f"the {n * k} Hessians of ig_jacobian_parts (d = {d}) need about "
+            f"{need / 2 ** 30:.2f} GiB, over the allowed {max_bytes / 2 ** 30:.2f} GiB")
+    with torch.no_grad():
+        t = resolve_target(model, x, target)
+    a_t = torch.as_tensor(alphas, dtype=x.dtype, device=x.device)
+    w_t = torch.as_tensor(weights, dtype=torch.float64, device=x.device)
+    pts = (a_t.reshape((k, 1) + (1,) * (x.ndim - 1)) * x.unsqueeze(0)).reshape((k * n,) + x.shape[1:])
+    sal = attribution_function(model, "sm", t.repeat(k))
+    ops = jacobian_ops(sal, pts)
+    H = dense_jacobian(sal, pts, ops=ops, max_bytes=max(max_bytes, 1.0)).double()  # (k n, d, d)
+    grads = ops.out.double().reshape(k, n, d)
+    a = (w_t[:, None, None] * grads).sum(0)
+    wa = (w_t * torch.as_tensor(alphas, dtype=torch.float64, device=x.device))
+    M = (wa[:, None, None, None] * H.reshape(k, n, d, d)).sum(0)
+    B = x.reshape(n, d).double()[:, :, None] * M
+    return a.reshape(x.shape), B
 
 
 # --------------------------------------------------------------------------- tables

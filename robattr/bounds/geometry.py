@@ -51,6 +51,7 @@ __all__ = [
     "smoothed_hessian_quadrature", "input_hessian_spectral_norm",
     "smoothgrad_lipschitz_bound", "prop2_sigma_threshold", "thm3_bound",
     "METHODS_000", "METRICS_000", "metrics_000", "attack_eval_000", "attribution_map_000",
+    "ROBUST_DIRECTION_000", "auc_000", "more_robust_000",
 ]
 
 #: ``E|Z² − 1|`` for ``Z ~ N(0, 1)``: ``4 φ(1) = 4 e^{-1/2} / √(2π) ≈ 0.9679``.
@@ -592,3 +593,66 @@ def _seeded(name, opts, seed):
     if name in ("smoothgrad", "uniform_grad"):
         o["seed"] = seed
     return o
+
+
+#: The robust direction of each of 000's metrics: +1 when a larger value means a more
+#: robust map (k-in, cor), -1 when a smaller one does (cdl, cosd).
+ROBUST_DIRECTION_000 = {"k-in": 1, "cor": 1, "cdl": -1, "cosd": -1}
+
+
+def auc_000(curves, by=("attack", "method", "metric")):
+    """000's aggregation of metric-vs-ε curves (the output of :func:`attack_eval_000`,
+    with any extra label columns): per group of the columns ``by``, the area under
+    ``value`` against the sorted ε with unit spacing (a metric equal to 1 at four budgets
+    gives 3). Every group must hold the same ε values, each once. Returns a DataFrame
+    with the columns ``by`` and ``value``."""
+    import pandas as pd
+
+    from robattr.metrics import auc_over_eps
+
+    by = [by] if isinstance(by, str) else list(by)
+    need = set(by) | {"eps", "value"}
+    if not isinstance(curves, pd.DataFrame) or not need <= set(curves.columns):
+        raise ValueError(f"curves must be a DataFrame with the columns {sorted(need)}")
+    if curves.empty:
+        raise ValueError("curves is empty")
+    rows, grid = [], None
+    for key, g in curves.groupby(by, sort=True):
+        g = g.sort_values("eps")
+        eps = tuple(g.eps.astype(float))
+        if len(set(eps)) != len(eps):
+            raise ValueError(f"group {key!r} repeats an eps value: {list(eps)}")
+        if grid is None:
+            grid = eps
+        elif eps != grid:
+            raise ValueError(f"group {key!r} has eps {list(eps)}, another has {list(grid)}")
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)),
+                     "value": auc_over_eps(torch.tensor(g.value.values, dtype=torch.float64)).item()})
+    return pd.DataFrame(rows)
+
+
+def more_robust_000(a, b, on=("attack", "method", "metric")):
+    """Compare two tables of 000's numbers (DataFrames with the columns ``on``, one of
+    them ``metric``, and ``value``) cell by cell: ``a`` is more robust than ``b`` in a
+    cell when its value is strictly better in the metric's robust direction
+    (:data:`ROBUST_DIRECTION_000`). Cells are matched on ``on``; those in only one table
+    are ignored. Returns ``(wins, ties, total)``: cells where ``a`` is more robust, equal
+    cells, and the number of matched cells (``b`` wins ``total - wins - ties``)."""
+    import pandas as pd
+
+    on = [on] if isinstance(on, str) else list(on)
+    if "metric" not in on:
+        raise ValueError(f"on must include 'metric', got {on!r}")
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, pd.DataFrame) or not set(on) | {"value"} <= set(t.columns):
+            raise ValueError(f"{name} must be a DataFrame with the columns {on + ['value']}")
+        if t.duplicated(on).any():
+            raise ValueError(f"{name} has more than one row for some cell {on!r}")
+        bad = set(t.metric) - set(ROBUST_DIRECTION_000)
+        if bad:
+            raise ValueError(f"{name} has metrics without a robust direction: {sorted(bad)}")
+    m = a[on + ["value"]].merge(b[on + ["value"]], on=on, suffixes=("_a", "_b"))
+    sign = m.metric.map(ROBUST_DIRECTION_000).astype(float)
+    diff = sign * (m.value_a.astype(float) - m.value_b.astype(float))
+    return int((diff > 0).sum()), int((diff == 0).sum()), int(len(m))
