@@ -9,7 +9,7 @@ from ._core import (check_count, check_input, check_model, check_nonnegative, ch
                     make_generator, per_input, rand, randn, refuse_graph, resolve_target,
                     samples_per_chunk, select, value_range)
 
-__all__ = ["relex", "relex_loss"]
+__all__ = ["relex", "relex_loss", "grad_cam_graph"]
 
 
 def relex_loss(model: nn.Module, m: torch.Tensor, xs: torch.Tensor, target: torch.Tensor, *,
@@ -108,3 +108,49 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
     if snapshots is not None:
         return [kept[e] for e in snaps]
     return m
+
+
+def grad_cam_graph(model: nn.Module, x: torch.Tensor, target=None, *, layer=None,
+                   relu: bool = True, create_graph: bool = False) -> torch.Tensor:
+    """Grad-CAM (Selvaraju et al., 2017) in plain autograd, differentiable w.r.t. ``x``.
+
+    The same map as :func:`robattr.attributions.grad_cam` (which wraps Captum and drops the
+    graph): with ``A`` the output of ``layer`` (default: the last ``nn.Conv2d``) and ``y`` the
+    target logit, ``relu(sum_k mean_hw(dy/dA_k) A_k)``, upsampled bilinearly to H x W and
+    copied into every channel. With ``create_graph=True`` the result keeps its graph, so an
+    attack can descend through it (004's targeted attacks on Grad-CAM, Fig. 4 / Table S2).
+    """
+    from .baselines import last_conv
+
+    check_model(model)
+    x = check_input(x)
+    if x.ndim != 4:
+        raise ValueError(f"grad_cam_graph needs images N x C x H x W, got {tuple(x.shape)}")
+    if layer is None:
+        layer = last_conv(model)
+    elif isinstance(layer, str):
+        try:
+            layer = model.get_submodule(layer)
+        except AttributeError as e:
+            raise ValueError(f"layer {layer!r} is not a submodule of the model") from e
+    elif not isinstance(layer, nn.Module):
+        raise ValueError(f"layer must be a module, a module name or None, got {layer!r}")
+    target = resolve_target(model, x, target)
+    store = []
+    handle = layer.register_forward_hook(lambda mod, inp, out: store.append(out))
+    try:
+        with torch.enable_grad():
+            xin = x if (create_graph and x.requires_grad) else x.detach().requires_grad_(True)
+            logits = model(xin)
+            if len(store) != 1 or store[0].ndim != 4:
+                raise ValueError("grad_cam_graph needs a layer called once with N x C x h x w output")
+            act = store[0]
+            (g,) = torch.autograd.grad(select(logits, target).sum(), act, create_graph=create_graph)
+            cam = (g.mean((2, 3), keepdim=True) * act).sum(1, keepdim=True)
+            if relu:
+                cam = F.relu(cam)
+            cam = F.interpolate(cam, size=tuple(x.shape[2:]), mode="bilinear", align_corners=False)
+    finally:
+        handle.remove()
+    cam = cam.repeat(1, x.shape[1], 1, 1)
+    return cam if create_graph else cam.detach()
