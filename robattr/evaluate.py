@@ -5,7 +5,7 @@ put the five yardsticks behind one call shape so that any model (in particular e
 model of :mod:`robattr.zoo`) can be scored by all of them::
 
     from robattr import evaluate as E
-    E.attack_auc_000(model, x, y)          # 000: top-k attack, k-in / Spearman AUC over eps
+    E.attack_auc_000(model, x, y)          # 000: top-k attack, k-in (mass) / Spearman AUC
     E.deviation_bounds_001(model, x, y)    # 001: T_e, T_c and the attacked deviations
     E.certified_eps_002(model, x, y)       # 002: certified eps at T = 0.8 (corrected bound)
     E.interpretation_003(model, x, y)      # 003: RPS, Insertion, Adv-Insertion
@@ -19,6 +19,13 @@ attacks, attributions, metrics and bounds (nothing is reimplemented here); the m
 docstring of each callee states its conventions. Every random draw comes from ``seed``,
 so a call is deterministic. :func:`higher_is_better` says, for every key, which way is
 "more robust" (used to rank models).
+
+000's full protocol, on which :func:`attack_auc_000` is built, is here too, as the
+wang2020 chapter's tables use it: :data:`METHODS_000`, :func:`attribution_map_000`,
+:func:`metrics_000` (the four metrics of :data:`METRICS_000`), :func:`attack_eval_000`
+(one attack on one method over the budgets, a tidy DataFrame), :func:`auc_000` (the AUC
+over eps) and :func:`more_robust_000` (cell-by-cell comparison in the metrics' robust
+directions, :data:`ROBUST_DIRECTION_000`).
 """
 from __future__ import annotations
 
@@ -32,7 +39,9 @@ import torch
 from torch import nn
 
 __all__ = [
-    "ATTACK_METHODS_000", "METHODS_003", "METHODS_004", "attack_auc_000",
+    "ATTACK_METHODS_000", "METHODS_000", "METRICS_000", "ROBUST_DIRECTION_000",
+    "attribution_map_000", "metrics_000", "attack_eval_000", "auc_000", "more_robust_000",
+    "METHODS_003", "METHODS_004", "attack_auc_000",
     "deviation_bounds_001", "certified_eps_002", "interpretation_003", "retrieval_004",
     "training_cost", "training_step_seconds", "higher_is_better", "EVALUATIONS",
 ]
@@ -125,18 +134,178 @@ def _mean(t) -> float:
 
 
 # --------------------------------------------------------------------------- 000
-def _methods_000(ig_steps, n_samples, sg_noise, ug_radius, multiply_by_input):
-    from robattr import attributions as A
+#: 000's four attribution methods as (robattr method name, options): grad × input for SM,
+#: SG and UG (App. C1, change 2); IG with the zero baseline (it already multiplies by x).
+METHODS_000 = {
+    "SM": ("input_x_grad", {}),
+    "IG": ("integrated_gradients", {"steps": 50, "method": "right"}),
+    "SG": ("smoothgrad", {"multiply_by_input": True, "n_samples": 50, "noise_ratio": 0.1}),
+    "UG": ("uniform_grad", {"multiply_by_input": True, "n_samples": 50, "radius": 4 / 255}),
+}
 
-    sm = A.input_x_grad if multiply_by_input else A.grad
-    return {
-        "SM": (sm, {}),
-        "IG": (A.integrated_gradients, {"steps": ig_steps}),
-        "SG": (A.smoothgrad, {"n_samples": n_samples, "noise_ratio": sg_noise,
-                              "multiply_by_input": multiply_by_input}),
-        "UG": (A.uniform_grad, {"n_samples": n_samples, "radius": ug_radius,
-                                "multiply_by_input": multiply_by_input}),
-    }
+#: The four metrics of 000's tables, in their order: k-in (mass form), Spearman, centre
+#: dislocation (pixels), cosine distance.
+METRICS_000 = ("k-in", "cor", "cdl", "cosd")
+
+#: The robust direction of each of 000's metrics: +1 when a larger value means a more
+#: robust map (k-in, cor), -1 when a smaller one does (cdl, cosd).
+ROBUST_DIRECTION_000 = {"k-in": 1, "cor": 1, "cdl": -1, "cosd": -1}
+
+
+def _seeded(name, opts, seed):
+    o = dict(opts)
+    if name in ("smoothgrad", "uniform_grad"):
+        o["seed"] = seed                       # the same noise for the clean and attacked map
+    return o
+
+
+def attribution_map_000(method: str, options: dict, model: nn.Module, x: torch.Tensor,
+                        target, seed: int = 0) -> torch.Tensor:
+    """The reduced map (N×H×W, ``|a|`` summed over channels) of robattr method ``method``
+    with ``options``; SG/UG draw their noise from ``seed`` (the same draws every call)."""
+    from robattr.attributions import METHODS, reduce_channels
+    return reduce_channels(METHODS[method](model, x, target, **_seeded(method, options, seed))
+                           .detach(), "abs_sum")
+
+
+def metrics_000(map0: torch.Tensor, map1: torch.Tensor, k: int) -> dict[str, torch.Tensor]:
+    """000's four metrics between clean and perturbed maps (N×H×W, non-negative), per
+    example: ``k-in`` = ``Σ_{i∈K(map0)} n(map1)_i`` (mass form), ``cor`` = Spearman,
+    ``cdl`` = centre-of-mass distance in pixels, ``cosd`` = ``1 − cos``."""
+    from robattr.metrics import center_dislocation, cosine_distance, spearman, topk_intersection
+    return {"k-in": topk_intersection(map0, map1, k, variant="mass"),
+            "cor": spearman(map0, map1),
+            "cdl": center_dislocation(map0, map1, reduce=None),
+            "cosd": cosine_distance(map0, map1)}
+
+
+def attack_eval_000(model: nn.Module, x: torch.Tensor, *, attack: str, method: str,
+                    eps_list, k: int, steps: int = 50, surrogate_beta=None,
+                    methods: dict | None = None, eval_methods=None, seed: int = 0,
+                    progress: bool = False, target=None, step_size: float | None = None):
+    """000's protocol (Tables 2-6) for one attacked method: for each ε of ``eps_list``
+    (ℓ∞, pixel units) attack ``method`` (a key of ``methods``, default
+    :data:`METHODS_000`) with ``attack`` = ``"topk"`` (Ghorbani et al., original top-k
+    fixed, mass criterion), ``"manipulate"`` (Dombrowski et al., weights 1e11 / 1e6, the
+    target map that of the next image in the batch) or ``"mass_center"``; then compare the
+    clean and attacked maps of each method in ``eval_methods`` (default: the attacked one;
+    others give 000's transfer Table 6) by :func:`metrics_000`, with the same noise draws
+    for both maps. The label constraint is on. ``target`` is the explained class (default:
+    the model's prediction, 000's protocol); ``step_size`` is the attack's (default: that of
+    :mod:`robattr.attacks`). Returns a pandas DataFrame with columns
+    ``method, metric, eps, value`` (the mean over images).
+    """
+    import pandas as pd
+
+    from robattr.attacks import mass_center_attack, targeted_attack, topk_attack
+    from robattr.bounds.geometry import _check_x
+
+    methods = dict(METHODS_000 if methods is None else methods)
+    if method not in methods:
+        raise ValueError(f"method must be one of {list(methods)}, got {method!r}")
+    if attack not in ("topk", "manipulate", "mass_center"):
+        raise ValueError(f"attack must be 'topk', 'manipulate' or 'mass_center', got {attack!r}")
+    eval_methods = [method] if eval_methods is None else list(eval_methods)
+    for m in eval_methods:
+        if m not in methods:
+            raise ValueError(f"eval_methods must be keys of {list(methods)}, got {m!r}")
+    eps_list = [float(e) for e in eps_list]
+    if not eps_list or any(e <= 0 for e in eps_list):
+        raise ValueError(f"eps_list must hold positive numbers, got {eps_list!r}")
+    x = _check_x(x)
+    name, opts = methods[method]
+    if target is None:
+        with torch.no_grad():
+            target = model(x).argmax(1)
+    common = dict(method=name, method_options=dict(opts), steps=steps, step_size=step_size,
+                  surrogate_beta=surrogate_beta, seed=seed, progress=progress)
+    clean = {m: attribution_map_000(*methods[m], model, x, target, seed) for m in eval_methods}
+    rows = []
+    for eps in eps_list:
+        if attack == "topk":
+            res = topk_attack(model, x, target, k=k, eps=eps, criterion="mass", **common)
+        elif attack == "manipulate":
+            tmap = attribution_map_000(name, opts, model, x.roll(1, 0), target.roll(1, 0), seed)
+            res = targeted_attack(model, x, target, target_map=tmap, eps=eps, **common)
+        else:
+            res = mass_center_attack(model, x, target, eps=eps, **common)
+        for m in eval_methods:
+            adv = attribution_map_000(*methods[m], model, res.x_adv, target, seed)
+            for metric, val in metrics_000(clean[m], adv, k).items():
+                rows.append(dict(method=m, metric=metric, eps=eps, value=val.mean().item()))
+    return pd.DataFrame(rows)
+
+
+def auc_000(curves, by=("attack", "method", "metric")):
+    """000's aggregation of metric-vs-ε curves (the output of :func:`attack_eval_000`,
+    with any extra label columns): per group of the columns ``by``, the area under
+    ``value`` against the sorted ε with unit spacing (a metric equal to 1 at four budgets
+    gives 3). Every group must hold the same ε values, each once. Returns a DataFrame
+    with the columns ``by`` and ``value``."""
+    import pandas as pd
+
+    from robattr.metrics import auc_over_eps
+
+    by = [by] if isinstance(by, str) else list(by)
+    need = set(by) | {"eps", "value"}
+    if not isinstance(curves, pd.DataFrame) or not need <= set(curves.columns):
+        raise ValueError(f"curves must be a DataFrame with the columns {sorted(need)}")
+    if curves.empty:
+        raise ValueError("curves is empty")
+    rows, grid = [], None
+    for key, g in curves.groupby(by, sort=True):
+        g = g.sort_values("eps")
+        eps = tuple(g.eps.astype(float))
+        if len(set(eps)) != len(eps):
+            raise ValueError(f"group {key!r} repeats an eps value: {list(eps)}")
+        if grid is None:
+            grid = eps
+        elif eps != grid:
+            raise ValueError(f"group {key!r} has eps {list(eps)}, another has {list(grid)}")
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)),
+                     "value": auc_over_eps(torch.tensor(g.value.values, dtype=torch.float64)).item()})
+    return pd.DataFrame(rows)
+
+
+def more_robust_000(a, b, on=("attack", "method", "metric")):
+    """Compare two tables of 000's numbers (DataFrames with the columns ``on``, one of
+    them ``metric``, and ``value``) cell by cell: ``a`` is more robust than ``b`` in a
+    cell when its value is strictly better in the metric's robust direction
+    (:data:`ROBUST_DIRECTION_000`). Cells are matched on ``on``; those in only one table
+    are ignored. Returns ``(wins, ties, total)``: cells where ``a`` is more robust, equal
+    cells, and the number of matched cells (``b`` wins ``total - wins - ties``)."""
+    import pandas as pd
+
+    on = [on] if isinstance(on, str) else list(on)
+    if "metric" not in on:
+        raise ValueError(f"on must include 'metric', got {on!r}")
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, pd.DataFrame) or not set(on) | {"value"} <= set(t.columns):
+            raise ValueError(f"{name} must be a DataFrame with the columns {on + ['value']}")
+        if t.duplicated(on).any():
+            raise ValueError(f"{name} has more than one row for some cell {on!r}")
+        bad = set(t.metric) - set(ROBUST_DIRECTION_000)
+        if bad:
+            raise ValueError(f"{name} has metrics without a robust direction: {sorted(bad)}")
+    m = a[on + ["value"]].merge(b[on + ["value"]], on=on, suffixes=("_a", "_b"))
+    sign = m.metric.map(ROBUST_DIRECTION_000).astype(float)
+    diff = sign * (m.value_a.astype(float) - m.value_b.astype(float))
+    return int((diff > 0).sum()), int((diff == 0).sum()), int(len(m))
+
+
+def _methods_000(ig_steps, n_samples, sg_noise, ug_radius, multiply_by_input):
+    """:data:`METHODS_000` with the sizes of :func:`attack_auc_000` (and, for
+    ``multiply_by_input=False``, the plain gradient for SM and the mean gradient for SG/UG)."""
+    table = {m: (name, dict(opts)) for m, (name, opts) in METHODS_000.items()}
+    if not multiply_by_input:
+        table["SM"] = ("grad", {})
+    table["IG"][1]["steps"] = ig_steps
+    table["SG"][1].update(n_samples=n_samples, noise_ratio=sg_noise,
+                          multiply_by_input=multiply_by_input)
+    table["UG"][1].update(n_samples=n_samples, radius=ug_radius,
+                          multiply_by_input=multiply_by_input)
+    return table
 
 
 def attack_auc_000(model: nn.Module, x: torch.Tensor, y=None, *,
@@ -146,25 +315,33 @@ def attack_auc_000(model: nn.Module, x: torch.Tensor, y=None, *,
                    ig_steps: int = 8, n_samples: int = 8, sg_noise: float = 0.1,
                    ug_radius: float = 4 / 255, multiply_by_input: bool = True,
                    surrogate_beta=None, seed: int = 0) -> dict:
-    """000 (Wang et al., NeurIPS 2020), Table 2: the top-k attack on SM, IG, SG and UG,
-    scored by top-k intersection ("k-in") and Spearman's rank correlation between the
-    clean and attacked saliency, each aggregated over ``eps_list`` as an area under the
-    curve with unit spacing (:func:`robattr.metrics.auc_over_eps`; a metric equal to 1 at
-    every budget gives ``len(eps_list) - 1``).
+    """000 (Wang et al., NeurIPS 2020), Table 2 as scalars: for each method of ``methods``
+    (SM, IG, SG, UG), :func:`attack_eval_000` with ``attack="topk"``, its k-in and
+    Spearman curves over ``eps_list`` aggregated by :func:`auc_000` (the area with unit
+    spacing, :func:`robattr.metrics.auc_over_eps`: a metric equal to 1 at every budget
+    gives ``len(eps_list) - 1``). This is the protocol of the wang2020 chapter's tables at
+    smaller sizes (``steps``, ``ig_steps``, ``n_samples``), with the labels ``y`` as the
+    explained class.
 
     The saliency is 000's ``sum_c |a x|`` (``multiply_by_input=True``: SM is x*grad, SG
     and UG multiply the mean gradient by the input, IG carries its own ``x - 0`` factor).
-    The attack is :func:`robattr.attacks.topk_attack` (ℓ∞, ``steps`` steps, label kept),
-    differentiating through SG's and UG's noise with a fixed seed (common random
-    numbers); its result is judged with fresh draws (seed + 1), the same draws for the
-    clean and the attacked input.
+    SG's and UG's noise is drawn from ``seed``: the same draws inside the attack and for
+    the clean and attacked maps.
 
-    Returns ``kin_auc_<M>`` and ``spearman_auc_<M>`` for each method ``M``, and
-    ``kin_auc_max`` (= ``len(eps_list) - 1``, the value of a map the attack cannot move).
+    **k-in is 000's mass form** (:func:`metrics_000`): the share of the attacked map's
+    mass that falls on the clean map's top-k pixels. An unattacked map does not score 1
+    but the share of its own mass in its top k, which differs between models and methods.
+    We therefore return the raw mass-form AUC (000's number) together with its no-attack
+    reference, and do not normalise (a ratio would hide how concentrated the clean maps
+    are, and the attacked share can exceed the clean one).
+
+    Returns, for each method ``M``: ``kin_auc_<M>`` (mass-form k-in AUC under the attack),
+    ``kin_auc_clean_<M>`` (the same AUC for the clean map against itself, i.e. the value
+    of a map the attack cannot move: ``len(eps_list) - 1`` times the clean top-k mass
+    share) and ``spearman_auc_<M>`` (Spearman AUC; its no-attack value is
+    ``len(eps_list) - 1``).
     """
-    from robattr.attacks import topk_attack
-    from robattr.attributions import reduce_channels
-    from robattr.metrics import auc_over_eps, spearman, topk_intersection
+    from robattr.metrics import auc_over_eps
 
     model = _check_model(model)
     x, y = _check_batch(x, y)
@@ -181,22 +358,15 @@ def attack_auc_000(model: nn.Module, x: torch.Tensor, y=None, *,
     table = _methods_000(ig_steps, n_samples, sg_noise, ug_radius, multiply_by_input)
     out = {}
     for name in methods:
-        fn, opts = table[name]
-        noisy = name in ("SG", "UG")
-        attack_opts = {**opts, "seed": seed} if noisy else opts
-        eval_opts = {**opts, "seed": seed + 1} if noisy else opts
-        m0 = reduce_channels(fn(model, x, y, **eval_opts).detach(), "abs_sum")
-        kin, cor = [], []
-        for eps in eps_list:
-            res = topk_attack(model, x, y, k=k, eps=eps, method=fn, method_options=attack_opts,
-                              steps=steps, step_size=step_size, surrogate_beta=surrogate_beta,
-                              seed=seed)
-            m1 = reduce_channels(fn(model, res.x_adv, y, **eval_opts).detach(), "abs_sum")
-            kin.append(topk_intersection(m0, m1, k).mean())
-            cor.append(spearman(m0.flatten(1), m1.flatten(1)).mean())
-        out[f"kin_auc_{name}"] = float(auc_over_eps(torch.stack(kin).double()))
-        out[f"spearman_auc_{name}"] = float(auc_over_eps(torch.stack(cor).double()))
-    out["kin_auc_max"] = float(len(eps_list) - 1)
+        curves = attack_eval_000(model, x, attack="topk", method=name, eps_list=eps_list, k=k,
+                                 steps=steps, step_size=step_size, surrogate_beta=surrogate_beta,
+                                 methods=table, seed=seed, target=y)
+        auc = auc_000(curves, by="metric").set_index("metric").value
+        clean = attribution_map_000(*table[name], model, x, y, seed)
+        share = metrics_000(clean, clean, k)["k-in"].double().mean()
+        out[f"kin_auc_{name}"] = float(auc["k-in"])
+        out[f"kin_auc_clean_{name}"] = float(auc_over_eps(share.expand(len(eps_list))))
+        out[f"spearman_auc_{name}"] = float(auc["cor"])
     return out
 
 
@@ -536,7 +706,9 @@ _LOWER = ("T_e_", "T_c_deg_", "dev_", "angle_deg_", "frac_above_Te_", "fooled",
 def higher_is_better(key: str) -> bool:
     """Whether a larger value of an evaluation key means a more robust (or cheaper, or more
     accurate) model: False for bounds, deviations, angles, attack success and costs,
-    True for agreement scores, certified budgets, cosines, retrieval, R and accuracy."""
+    True for agreement scores, certified budgets, cosines, retrieval, R and accuracy.
+    (000's ``kin_auc_clean_*`` is a no-attack reference, not a robustness score: it says
+    how concentrated the clean maps are; compare ``kin_auc_*`` with it rather than rank it.)"""
     if not isinstance(key, str) or not key:
         raise ValueError(f"key must be a non-empty string, got {key!r}")
     return not key.startswith(_LOWER)

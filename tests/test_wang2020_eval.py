@@ -1,4 +1,4 @@
-"""000 (Wang et al. 2020): the evaluation helpers of Tables 2-6 -- attack_eval_000 (the
+"""000 (Wang et al. 2020): robattr.evaluate's helpers of Tables 2-6 -- attack_eval_000 (the
 transfer form of Table 6), auc_000 (the AUC over eps) and more_robust_000 (cell counts)."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 from torch import nn
 
-from robattr.bounds import (METHODS_000, METRICS_000, ROBUST_DIRECTION_000, attack_eval_000,
-                            auc_000, more_robust_000)
+from robattr.evaluate import (METHODS_000, METRICS_000, ROBUST_DIRECTION_000, attack_eval_000,
+                              auc_000, more_robust_000)
 
 FAST = settings(max_examples=40, deadline=None)
 CELLS = [(a, m, mt) for a in ("TopK", "Manipulate") for m in ("SM", "IG", "SG", "UG")
@@ -140,6 +140,19 @@ def test_a_vanishing_budget_leaves_every_map_in_place(attack):
     assert (v.xs("cosd", level="metric") < 1e-5).all()
     assert (v.xs("cdl", level="metric") < 1e-4).all()
     assert (v.xs("cor", level="metric") > 0.999).all()
+
+
+def test_default_target_is_the_prediction():
+    # target=None is 000's protocol (the predicted class); passing it explicitly changes nothing
+    model = tiny_cnn(1)
+    x = torch.rand(2, 1, 8, 8, generator=torch.Generator().manual_seed(4))
+    kw = dict(attack="topk", method="SG", eps_list=[8 / 255], k=4, steps=2, surrogate_beta=10.0,
+              methods=small_methods())
+    with torch.no_grad():
+        pred = model(x).argmax(1)
+    a = attack_eval_000(model, x, **kw)
+    assert a.equals(attack_eval_000(model, x, target=pred, **kw))
+    assert not a.equals(attack_eval_000(model, x, target=(pred + 1) % 10, **kw))
 
 
 def test_attack_eval_refuses_bad_input():

@@ -29,6 +29,9 @@ small d (an accurate reference); :func:`input_hessian_spectral_norm` gives ``‖
 ``f(z) = F sign((z₁ − x₁)² − σ²)`` at x. :func:`prop2_sigma_threshold` is Proposition
 2's ``√(δF/L)`` (and the threshold of the sharper bound), :func:`thm3_bound` Theorem 3's
 ``δ ‖H_x‖₂``.
+
+000's attack evaluation (Tables 2-6: the attacks, metrics and AUC aggregation) is not a
+bound; it lives in :mod:`robattr.evaluate` (:func:`robattr.evaluate.attack_eval_000`).
 """
 from __future__ import annotations
 
@@ -50,8 +53,6 @@ __all__ = [
     "smoothed_hvp", "power_iteration", "smoothed_hessian_spectral_norm",
     "smoothed_hessian_quadrature", "input_hessian_spectral_norm",
     "smoothgrad_lipschitz_bound", "prop2_sigma_threshold", "thm3_bound",
-    "METHODS_000", "METRICS_000", "metrics_000", "attack_eval_000", "attribution_map_000",
-    "ROBUST_DIRECTION_000", "auc_000", "more_robust_000",
 ]
 
 #: ``E|Z² − 1|`` for ``Z ~ N(0, 1)``: ``4 φ(1) = 4 e^{-1/2} / √(2π) ≈ 0.9679``.
@@ -494,165 +495,3 @@ def prop2_sigma_threshold(delta, F_max, L, *, tight: bool = False):
     Lm = _arr("L", L, low=0.0, strict=True)
     c = E_ABS_Z2_MINUS_1 / 2 if tight else 1.0
     return _out(np.sqrt(c * d * Fm / Lm))
-
-
-# --------------------------------------------------------------------------- 000's evaluation
-#: 000's four attribution methods as (robattr method name, options): grad × input for SM,
-#: SG and UG (App. C1, change 2); IG with the zero baseline (it already multiplies by x).
-METHODS_000 = {
-    "SM": ("input_x_grad", {}),
-    "IG": ("integrated_gradients", {"steps": 50, "method": "right"}),
-    "SG": ("smoothgrad", {"multiply_by_input": True, "n_samples": 50, "noise_ratio": 0.1}),
-    "UG": ("uniform_grad", {"multiply_by_input": True, "n_samples": 50, "radius": 4 / 255}),
-}
-
-#: The four metrics of 000's tables, in their order: k-in (mass form), Spearman, centre
-#: dislocation (pixels), cosine distance.
-METRICS_000 = ("k-in", "cor", "cdl", "cosd")
-
-
-def attribution_map_000(method: str, options: dict, model: nn.Module, x: torch.Tensor,
-                        target, seed: int = 0) -> torch.Tensor:
-    """The reduced map (N×H×W, ``|a|`` summed over channels) of robattr method ``method``
-    with ``options``; SG/UG draw their noise from ``seed`` (the same draws every call)."""
-    from robattr.attributions import METHODS, reduce_channels
-    opts = dict(options)
-    if method in ("smoothgrad", "uniform_grad"):
-        opts["seed"] = seed                    # the same noise for the clean and attacked map
-    return reduce_channels(METHODS[method](model, x, target, **opts).detach(), "abs_sum")
-
-
-def metrics_000(map0: torch.Tensor, map1: torch.Tensor, k: int) -> dict[str, torch.Tensor]:
-    """000's four metrics between clean and perturbed maps (N×H×W, non-negative), per
-    example: ``k-in`` = ``Σ_{i∈K(map0)} n(map1)_i`` (mass form), ``cor`` = Spearman,
-    ``cdl`` = centre-of-mass distance in pixels, ``cosd`` = ``1 − cos``."""
-    from robattr.metrics import center_dislocation, cosine_distance, spearman, topk_intersection
-    return {"k-in": topk_intersection(map0, map1, k, variant="mass"),
-            "cor": spearman(map0, map1),
-            "cdl": center_dislocation(map0, map1, reduce=None),
-            "cosd": cosine_distance(map0, map1)}
-
-
-def attack_eval_000(model: nn.Module, x: torch.Tensor, *, attack: str, method: str,
-                    eps_list, k: int, steps: int = 50, surrogate_beta=None,
-                    methods: dict | None = None, eval_methods=None, seed: int = 0,
-                    progress: bool = False):
-    """000's protocol (Tables 2-6) for one attacked method: for each ε of ``eps_list``
-    (ℓ∞, pixel units) attack ``method`` (a key of ``methods``, default
-    :data:`METHODS_000`) with ``attack`` = ``"topk"`` (Ghorbani et al., original top-k
-    fixed, mass criterion), ``"manipulate"`` (Dombrowski et al., weights 1e11 / 1e6, the
-    target map that of the next image in the batch) or ``"mass_center"``; then compare the
-    clean and attacked maps of each method in ``eval_methods`` (default: the attacked one;
-    others give 000's transfer Table 6) by :func:`metrics_000`, with the same noise draws
-    for both maps. The label constraint is on. Returns a pandas DataFrame with columns
-    ``method, metric, eps, value`` (the mean over images).
-    """
-    import pandas as pd
-
-    from robattr.attacks import mass_center_attack, targeted_attack, topk_attack
-    from robattr.attributions import METHODS, reduce_channels
-
-    methods = dict(METHODS_000 if methods is None else methods)
-    if method not in methods:
-        raise ValueError(f"method must be one of {list(methods)}, got {method!r}")
-    if attack not in ("topk", "manipulate", "mass_center"):
-        raise ValueError(f"attack must be 'topk', 'manipulate' or 'mass_center', got {attack!r}")
-    eval_methods = [method] if eval_methods is None else list(eval_methods)
-    for m in eval_methods:
-        if m not in methods:
-            raise ValueError(f"eval_methods must be keys of {list(methods)}, got {m!r}")
-    eps_list = [float(e) for e in eps_list]
-    if not eps_list or any(e <= 0 for e in eps_list):
-        raise ValueError(f"eps_list must hold positive numbers, got {eps_list!r}")
-    x = _check_x(x)
-    name, opts = methods[method]
-    with torch.no_grad():
-        target = model(x).argmax(1)
-    common = dict(method=name, method_options=dict(opts), steps=steps,
-                  surrogate_beta=surrogate_beta, seed=seed, progress=progress)
-    clean = {m: attribution_map_000(*methods[m], model, x, target, seed) for m in eval_methods}
-    rows = []
-    for eps in eps_list:
-        if attack == "topk":
-            res = topk_attack(model, x, target, k=k, eps=eps, criterion="mass", **common)
-        elif attack == "manipulate":
-            tmap = reduce_channels(METHODS[name](model, x.roll(1, 0), target.roll(1, 0),
-                                                 **_seeded(name, opts, seed)).detach(), "abs_sum")
-            res = targeted_attack(model, x, target, target_map=tmap, eps=eps, **common)
-        else:
-            res = mass_center_attack(model, x, target, eps=eps, **common)
-        for m in eval_methods:
-            adv = attribution_map_000(*methods[m], model, res.x_adv, target, seed)
-            for metric, val in metrics_000(clean[m], adv, k).items():
-                rows.append(dict(method=m, metric=metric, eps=eps, value=val.mean().item()))
-    return pd.DataFrame(rows)
-
-
-def _seeded(name, opts, seed):
-    o = dict(opts)
-    if name in ("smoothgrad", "uniform_grad"):
-        o["seed"] = seed
-    return o
-
-
-#: The robust direction of each of 000's metrics: +1 when a larger value means a more
-#: robust map (k-in, cor), -1 when a smaller one does (cdl, cosd).
-ROBUST_DIRECTION_000 = {"k-in": 1, "cor": 1, "cdl": -1, "cosd": -1}
-
-
-def auc_000(curves, by=("attack", "method", "metric")):
-    """000's aggregation of metric-vs-ε curves (the output of :func:`attack_eval_000`,
-    with any extra label columns): per group of the columns ``by``, the area under
-    ``value`` against the sorted ε with unit spacing (a metric equal to 1 at four budgets
-    gives 3). Every group must hold the same ε values, each once. Returns a DataFrame
-    with the columns ``by`` and ``value``."""
-    import pandas as pd
-
-    from robattr.metrics import auc_over_eps
-
-    by = [by] if isinstance(by, str) else list(by)
-    need = set(by) | {"eps", "value"}
-    if not isinstance(curves, pd.DataFrame) or not need <= set(curves.columns):
-        raise ValueError(f"curves must be a DataFrame with the columns {sorted(need)}")
-    if curves.empty:
-        raise ValueError("curves is empty")
-    rows, grid = [], None
-    for key, g in curves.groupby(by, sort=True):
-        g = g.sort_values("eps")
-        eps = tuple(g.eps.astype(float))
-        if len(set(eps)) != len(eps):
-            raise ValueError(f"group {key!r} repeats an eps value: {list(eps)}")
-        if grid is None:
-            grid = eps
-        elif eps != grid:
-            raise ValueError(f"group {key!r} has eps {list(eps)}, another has {list(grid)}")
-        key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)),
-                     "value": auc_over_eps(torch.tensor(g.value.values, dtype=torch.float64)).item()})
-    return pd.DataFrame(rows)
-
-
-def more_robust_000(a, b, on=("attack", "method", "metric")):
-    """Compare two tables of 000's numbers (DataFrames with the columns ``on``, one of
-    them ``metric``, and ``value``) cell by cell: ``a`` is more robust than ``b`` in a
-    cell when its value is strictly better in the metric's robust direction
-    (:data:`ROBUST_DIRECTION_000`). Cells are matched on ``on``; those in only one table
-    are ignored. Returns ``(wins, ties, total)``: cells where ``a`` is more robust, equal
-    cells, and the number of matched cells (``b`` wins ``total - wins - ties``)."""
-    import pandas as pd
-
-    on = [on] if isinstance(on, str) else list(on)
-    if "metric" not in on:
-        raise ValueError(f"on must include 'metric', got {on!r}")
-    for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, pd.DataFrame) or not set(on) | {"value"} <= set(t.columns):
-            raise ValueError(f"{name} must be a DataFrame with the columns {on + ['value']}")
-        if t.duplicated(on).any():
-            raise ValueError(f"{name} has more than one row for some cell {on!r}")
-        bad = set(t.metric) - set(ROBUST_DIRECTION_000)
-        if bad:
-            raise ValueError(f"{name} has metrics without a robust direction: {sorted(bad)}")
-    m = a[on + ["value"]].merge(b[on + ["value"]], on=on, suffixes=("_a", "_b"))
-    sign = m.metric.map(ROBUST_DIRECTION_000).astype(float)
-    diff = sign * (m.value_a.astype(float) - m.value_b.astype(float))
-    return int((diff > 0).sum()), int((diff == 0).sum()), int(len(m))
