@@ -14,7 +14,6 @@ from robattr.bounds import (alignment_criteria, cosine_bound_terms, cosine_crite
                             logit_input_hessian, param_layers, scale_layer)
 
 FAST = settings(max_examples=25, deadline=None)
-torch.set_default_dtype(torch.float32)
 
 
 def mlp(seed: int, d: int = 5, h: int = 7, c: int = 3, act: str = "softplus", beta: float = 2.0,

@@ -14,8 +14,16 @@ from robattr.bounds import (first_crossing, masked_grad, masked_loss, thm1_check
                             thm1_loss_bound, thm1_radius_bound, thm1_radius_lipschitz,
                             thm2_bound, thm2_check)
 
-torch.set_default_dtype(torch.float64)
 LOG2 = math.log(2)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def float64():
+    """These checks run in float64; the default dtype is restored for the other tests."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 def linear(d, k, seed, scale=1.0):
