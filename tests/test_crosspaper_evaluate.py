@@ -8,7 +8,6 @@ attribution, a constant classifier).
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ from robattr import evaluate as E
 from robattr.bounds import ball_smoothing_max_eps
 from robattr.models import build
 
-warnings.filterwarnings("ignore", category=UserWarning)
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")   # Captum and friends, this file only
 
 SMALL = {
     "attack_auc_000": dict(eps_list=(2 / 255, 8 / 255), k=4, steps=2, ig_steps=2, n_samples=2),
