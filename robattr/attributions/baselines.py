@@ -40,6 +40,21 @@ def last_conv(model: nn.Module) -> nn.Module:
     return convs[-1]
 
 
+def resolve_layer(model: nn.Module, layer) -> nn.Module:
+    """``layer`` as a module of ``model``: None (the last ``nn.Conv2d``), a submodule name,
+    or the module itself."""
+    if layer is None:
+        return last_conv(model)
+    if isinstance(layer, str):
+        try:
+            return model.get_submodule(layer)
+        except AttributeError as e:
+            raise ValueError(f"layer {layer!r} is not a submodule of the model") from e
+    if not isinstance(layer, nn.Module):
+        raise ValueError(f"layer must be a module, a module name or None, got {layer!r}")
+    return layer
+
+
 def grad_cam(model: nn.Module, x: torch.Tensor, target=None, *, layer=None, relu: bool = True,
              create_graph: bool = False) -> torch.Tensor:
     """Grad-CAM (Selvaraju et al., 2017) via Captum's ``LayerGradCam``.
@@ -58,15 +73,7 @@ def grad_cam(model: nn.Module, x: torch.Tensor, target=None, *, layer=None, relu
     with _quiet_captum():
         from captum.attr import LayerAttribution, LayerGradCam
 
-    if layer is None:
-        layer = last_conv(model)
-    elif isinstance(layer, str):
-        try:
-            layer = model.get_submodule(layer)
-        except AttributeError as e:
-            raise ValueError(f"layer {layer!r} is not a submodule of the model") from e
-    elif not isinstance(layer, nn.Module):
-        raise ValueError(f"layer must be a module, a module name or None, got {layer!r}")
+    layer = resolve_layer(model, layer)
     target = resolve_target(model, x, target, num_classes(model, x))
     x = x.detach()
     with _quiet_captum():

@@ -120,21 +120,13 @@ def grad_cam_graph(model: nn.Module, x: torch.Tensor, target=None, *, layer=None
     copied into every channel. With ``create_graph=True`` the result keeps its graph, so an
     attack can descend through it (004's targeted attacks on Grad-CAM, Fig. 4 / Table S2).
     """
-    from .baselines import last_conv
+    from .baselines import resolve_layer
 
     check_model(model)
     x = check_input(x)
     if x.ndim != 4:
         raise ValueError(f"grad_cam_graph needs images N x C x H x W, got {tuple(x.shape)}")
-    if layer is None:
-        layer = last_conv(model)
-    elif isinstance(layer, str):
-        try:
-            layer = model.get_submodule(layer)
-        except AttributeError as e:
-            raise ValueError(f"layer {layer!r} is not a submodule of the model") from e
-    elif not isinstance(layer, nn.Module):
-        raise ValueError(f"layer must be a module, a module name or None, got {layer!r}")
+    layer = resolve_layer(model, layer)
     target = resolve_target(model, x, target)
     store = []
     handle = layer.register_forward_hook(lambda mod, inp, out: store.append(out))

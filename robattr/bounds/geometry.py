@@ -218,14 +218,11 @@ def saliency_lipschitz(model: nn.Module, x: torch.Tensor, target=None, *, eps: f
     md = eps / 100 if min_dist is None else _pos("min_dist", min_dist)
     if md >= eps:
         raise ValueError(f"min_dist must be smaller than eps, got {md} >= {eps}")
-    t = resolve_target(model, x, target)
-    g0 = output_grad(model, x, t, output=output).detach()
+    change = _gradient_change(model, x, target, output)
     gen = make_generator(x, generator, seed)
 
     def obj(z):
-        (g,) = torch.autograd.grad(scalar_output(model, z, t, output).sum(), z,
-                                   create_graph=True)
-        return _flat_norm(g - g0) / _flat_norm(z - x).clamp_min(1e-30)
+        return change(z) / _flat_norm(z - x).clamp_min(1e-30)
 
     lam, xs = _ball_ascent(obj, x, eps, steps, step_size, True, gen, include_start=True,
                            min_dist=md)
@@ -248,16 +245,22 @@ def max_gradient_change(model: nn.Module, x: torch.Tensor, target=None, *, eps: 
     _check_model(model)
     _check_output(output)
     x = _check_x(x)
+    gen = make_generator(x, generator, seed)
+    return _ball_ascent(_gradient_change(model, x, target, output), x, eps, steps, step_size,
+                        True, gen)
+
+
+def _gradient_change(model: nn.Module, x: torch.Tensor, target, output: str):
+    """``z ↦ ‖∇f(z) − ∇f(x)‖₂`` per example, differentiable in ``z`` (for the ascents)."""
     t = resolve_target(model, x, target)
     g0 = output_grad(model, x, t, output=output).detach()
-    gen = make_generator(x, generator, seed)
 
-    def obj(z):
+    def change(z):
         (g,) = torch.autograd.grad(scalar_output(model, z, t, output).sum(), z,
                                    create_graph=True)
         return _flat_norm(g - g0)
 
-    return _ball_ascent(obj, x, eps, steps, step_size, True, gen)
+    return change
 
 
 def thm3_bound(delta, hessian_norm):
