@@ -4,7 +4,8 @@ installed): the ratio says how much a second worker buys on this machine.
     .venv/bin/python benchmarks/sweep.py [--notebook example/digits_saliency] [--ray]
 
 Each run is one execution of the notebook in the smoke profile with a different seed
-(outputs go to a temporary folder; the book is not touched).
+(outputs and a fresh, empty model zoo per timing go to a temporary folder; the book and
+your zoo are not touched).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from robattr.sweep import sweep
 
 
 def timed(notebook: str, executor: str, jobs: int, out: str) -> float:
+    # an empty model zoo for every timing, so no configuration profits from an earlier one
+    os.environ["ROBATTR_CACHE"] = f"{out}/zoo"
     t0 = time.perf_counter()
     report = sweep(notebook, {"seed": list(range(8))}, profile="smoke", output=out,
                    executor=executor, jobs=jobs, figure=False, log=lambda *a: None)
