@@ -69,10 +69,9 @@ def shared_env() -> dict[str, str]:
     return {k: os.environ[k] for k in SHARED_ENV if k in os.environ}
 
 
-def run_job(job: Job, workdir: str | os.PathLike | None = None,
-            progress: bool = False) -> JobResult:
-    """Execute ``job`` in ``workdir`` (a fresh temporary folder if None) and return its
-    executed notebook and results as bytes. Runs in whatever process calls it."""
+def run_job(job: Job, progress: bool = False) -> JobResult:
+    """Execute ``job`` in a fresh temporary folder and return its executed notebook and
+    results as bytes. Runs in whatever process calls it."""
     from robattr import pipeline
 
     os.environ.update(job.env)
@@ -82,7 +81,7 @@ def run_job(job: Job, workdir: str | os.PathLike | None = None,
         src.parent.mkdir()
         src.write_bytes(job.source)
         nb = pipeline.Notebook(src, job.key, pipeline.read_parameters(src))
-        out = Path(workdir or tmp) / job.output_name
+        out = Path(tmp) / job.output_name
         failure = pipeline.execute(nb, job.params, out, progress=progress)
         res = pipeline.results_path(out)
         notebook = out.read_bytes() if out.exists() else None
@@ -93,13 +92,12 @@ def run_job(job: Job, workdir: str | os.PathLike | None = None,
 
 
 def run_jobs(jobs: Iterable[Job], *, executor: str = "local", jobs_at_once: int = 1,
-             address: str | None = None, workdir: str | os.PathLike | None = None,
-             progress: bool = False) -> Iterator[JobResult]:
+             address: str | None = None, progress: bool = False) -> Iterator[JobResult]:
     """Run ``jobs``, yielding each :class:`JobResult` as it finishes.
 
     ``jobs_at_once`` caps the jobs in flight (local: worker processes; Ray: tasks
-    submitted at once, 0 = all). ``workdir`` (local, one at a time only) executes in that
-    folder instead of a temporary one, as ``robattr build`` does in the book folder.
+    submitted at once, 0 = all). ``progress`` shows papermill's cell bar (local, one at
+    a time only).
     """
     jobs = list(jobs)
     if executor not in EXECUTORS:
@@ -112,7 +110,7 @@ def run_jobs(jobs: Iterable[Job], *, executor: str = "local", jobs_at_once: int 
         raise ValueError("--address needs --executor ray")
     elif jobs_at_once <= 1:
         for job in jobs:
-            yield run_job(job, workdir, progress)
+            yield run_job(job, progress)
     else:
         yield from _run_processes(jobs, jobs_at_once)
 

@@ -33,7 +33,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -423,16 +422,11 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     for i, res in enumerate(run_jobs(job_list, executor=executor, jobs_at_once=jobs,
                                      address=address, progress=progress), 1):
         nb, params = todo[res.key]
-        out = nb.output(book_dir)
-        _write_result(res, out)
-        if res.ok:
-            stamps[nb.key] = {"stamp": stamp(nb, params), "params": params,
-                              "profile": profile, "seconds": round(res.seconds, 1)}
-            _write_stamps(book_dir, stamps)
+        failure = _into_book(nb, params, res, book_dir, stamps, profile)
+        if failure is None:
             report.executed.append(nb.key)
             log(f"[{i}/{len(todo)}] {nb.key}: done in {res.seconds:.1f} s")
         else:
-            failure = NotebookFailure(nb.key, out, res.cell, res.error)
             report.failed.append(failure)
             log(f"[{i}/{len(todo)}] FAILED: {failure}")
     if not report.executed and not report.failed:
@@ -486,30 +480,37 @@ def _drop_orphans(book_dir: Path, stamps: dict, keys: set[str], log) -> None:
         _write_stamps(book_dir, stamps)
 
 
+def _into_book(nb: Notebook, params: dict[str, Any], res, book_dir: Path, stamps: dict,
+               profile: str) -> NotebookFailure | None:
+    """Put one :class:`~robattr.executors.JobResult` into the book: the executed notebook
+    and its results CSV at ``book/<key>.ipynb``, and its stamp only on success (the
+    caller has removed the old page and stamp, so no stale page survives a failure)."""
+    out = nb.output(book_dir)
+    _write_result(res, out)
+    if not res.ok:
+        return NotebookFailure(nb.key, out, res.cell, res.error)
+    stamps[nb.key] = {"stamp": stamp(nb, params), "params": params, "profile": profile,
+                      "seconds": round(res.seconds, 1)}
+    _write_stamps(book_dir, stamps)
+    return None
+
+
 def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | None = None,
             profile: str = "quick", progress: bool = True) -> NotebookFailure | None:
-    """Execute one notebook (always) into the book, or into ``output`` if given."""
-    book_dir = root / "book"
+    """Execute one notebook (always) into the book, or into ``output`` if given. Into the
+    book it takes the same path as :func:`build`: one local job, then :func:`_into_book`."""
+    from robattr.executors import run_job
+
     if output is not None:
         return execute(nb, params, Path(output), progress=progress)
-    return _execute_into_book(nb, params, book_dir, _read_stamps(book_dir), profile, progress)
-
-
-def _execute_into_book(nb: Notebook, params: dict[str, Any], book_dir: Path, stamps: dict,
-                       profile: str, progress: bool) -> NotebookFailure | None:
-    """Execute ``nb`` into ``book/<key>.ipynb``; record its stamp only on success. The old
-    output and stamp are removed first, so no stale page survives a failure."""
+    book_dir = root / "book"
+    stamps = _read_stamps(book_dir)
     stamps.pop(nb.key, None)
-    out = nb.output(book_dir)
-    out.unlink(missing_ok=True)
+    nb.output(book_dir).unlink(missing_ok=True)
+    results_path(nb.output(book_dir)).unlink(missing_ok=True)
     _write_stamps(book_dir, stamps)
-    t0 = time.perf_counter()
-    failure = execute(nb, params, out, progress=progress)
-    if failure is None:
-        stamps[nb.key] = {"stamp": stamp(nb, params), "params": params, "profile": profile,
-                          "seconds": round(time.perf_counter() - t0, 1)}
-        _write_stamps(book_dir, stamps)
-    return failure
+    res = run_job(make_job(nb, params, load_profile(profile)), progress=progress)
+    return _into_book(nb, params, res, book_dir, stamps, profile)
 
 
 def build_html(root: str | os.PathLike | None = None, *, log=print) -> Path:

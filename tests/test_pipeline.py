@@ -210,6 +210,17 @@ def test_cli_run_failure_names_the_cell(book, capsys):
     rc = cli.main(["run", "ch/one", "-p", "fail_at", "3", "--no-html", "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 1 and "ch/one: cell 4 of the source failed: RuntimeError: asked to fail" in err
+    # as in a build: the executed notebook (with its traceback) is kept, no stamp recorded
+    assert "asked to fail" in (book / "book" / "ch" / "one.ipynb").read_text()
+    assert "ch/one" not in pipeline._read_stamps(book / "book")
+
+
+@pytest.mark.slow
+def test_cli_run_records_a_stamp_like_build(book):
+    assert cli.main(["run", "ch/one", "--no-html", "--no-progress"]) == 0
+    assert "ch/one" in pipeline._read_stamps(book / "book")
+    report = pipeline.build(book, only="ch/one", html=False, progress=False, log=quiet)
+    assert report.skipped == ["ch/one"] and not report.executed
 
 
 def test_cli_errors_are_one_line_and_before_any_work(book, capsys):
