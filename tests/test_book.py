@@ -98,3 +98,20 @@ def test_every_exercise_has_a_solution():
         labels = re.findall(r"```\{exercise\}\s*\n:label:\s*(\S+)", text)
         solved = re.findall(r"```\{solution\}\s+(\S+)", text)
         assert sorted(labels) == sorted(solved), nb_path.name
+
+
+@pytest.mark.parametrize("name", ["smoke", "quick", "paper"])
+def test_every_shipped_profile_resolves_for_every_notebook(name):
+    """A misspelt name or a bad value in a profile (paper.yml and the chapter files)
+    fails here, not hours into a GPU run: every notebook's parameters resolve and pass
+    robattr.check_params, and every notebook key the profile names exists."""
+    notebooks = pipeline.discover(ROOT)
+    prof = pipeline.load_profile(name)
+    pipeline._check_profile_keys(prof, notebooks, name)
+    for nb in notebooks:
+        values = pipeline.resolve(nb, prof)
+        assert set(values) == set(nb.parameters), nb.key
+    if name == "paper":        # the paper profile really changes the data of every chapter
+        changed = {nb.key.split("/")[0] for nb in notebooks
+                   if pipeline.resolve(nb, prof) != pipeline.resolve(nb, "quick")}
+        assert changed == {nb.key.split("/")[0] for nb in notebooks}
