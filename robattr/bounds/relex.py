@@ -14,9 +14,16 @@ A perturbation is ``gamma = alpha v`` with ``||v||_2 = 1``. With a loss threshol
 
 * Thm 1 (Eq. 5): ``alpha >= (c / ||m||_1) * 2 / (||g(x0 + alpha v) - g(x0)|| + 2 ||g(x0)||)``
   for the radius ``alpha`` at which the loss first reaches ``tau`` along ``v``. It rests on
-  the quadratic model with the secant Hessian, i.e. the trapezoid rule for
-  ``L(x0 + alpha v) - L(x0)``: exact when ``s -> L(x0 + s v)`` is convex on ``[0, alpha]``
-  (e.g. a linear softmax classifier), first order otherwise.
+  the quadratic model with the secant Hessian, i.e. the trapezoid rule
+  ``alpha (phi'(0) + phi'(alpha)) / 2`` for ``L(x0 + alpha v) - L(x0) = int_0^alpha phi'``,
+  ``phi(s) = L(x0 + s v)``. The bound follows whenever that trapezoid is at least the
+  increment ``c``, which holds when the *slope* ``phi'`` is convex on ``[0, alpha]``
+  (``phi''' >= 0``; the trapezoid error is ``alpha^3 phi'''(xi) / 12``). Convexity of ``phi``
+  is not enough: for a linear softmax classifier ``phi''`` is the variance and ``phi'''``
+  the third central moment of the logit slopes under the softmax, of either sign. With two
+  classes and ``tau <= log 2`` it is ``>= 0`` up to the crossing, so Eq. 5 is exact there;
+  with more classes it can fail. Otherwise Eq. 5 is a first-order statement.
+  :func:`thm1_check` returns the trapezoid so the implication can be checked row by row.
 * Eq. 7 as printed, ``L(x0 + gamma, m) <= alpha ||m||_1 (||g(x0+alpha v) - g(x0)||/2 + ||g(x0)||)``,
   drops ``L(x0, m)`` (the proof adds the quadratic model's increment to ``L(x0, m)``); it
   fails as ``alpha -> 0``. Corrected: ``L(x0, m) +`` the same right-hand side.
@@ -206,7 +213,9 @@ def thm1_check(model, x0, m, v, target, *, tau: float = math.log(2), alpha_max: 
     if none up to ``alpha_max``), ``c``, ``loss0``, ``m_l1``, ``m_linf``, ``g0_norm``,
     ``gdiff_norm`` (``||g(x0 + alpha v) - g(x0)||`` at the crossing), ``bound`` (Eq. 5),
     ``lipschitz`` (the rigorous bound), ``loss_at`` (``L(x0 + alpha v) = tau`` up to
-    bisection), ``eq7_printed`` and ``eq7_corrected`` at ``alpha``.
+    bisection), ``eq7_printed`` and ``eq7_corrected`` at ``alpha``, and ``trapezoid``
+    (``alpha (phi'(0) + phi'(alpha)) / 2``, the proof's estimate of the increment ``c``:
+    where it is ``>= c``, Eq. 5 and the corrected Eq. 7 follow exactly).
     Rows with ``c <= 0`` (the masked input already misses the threshold) are kept; their
     ``alpha`` is 0.
     """
@@ -230,6 +239,10 @@ def thm1_check(model, x0, m, v, target, *, tau: float = math.log(2), alpha_max: 
     out["lipschitz"] = thm1_radius_lipschitz(c, m_linf, gmax).to(x0.dtype)
     out["eq7_printed"] = thm1_loss_bound(a_eval, m_l1, g0n, gdn, printed=True).to(x0.dtype)
     out["eq7_corrected"] = thm1_loss_bound(a_eval, m_l1, g0n, gdn, loss0).to(x0.dtype)
+    # phi'(s) = <grad_x L(x0 + s v), v> = -<m * g(x0 + s v), v>
+    slope0 = -(m * g0 * v).flatten(1).sum(1)
+    slope1 = -(m * g1 * v).flatten(1).sum(1)
+    out["trapezoid"] = a_eval * (slope0 + slope1) / 2
     return out
 
 
