@@ -410,10 +410,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
             report.skipped.append(nb.key)
             continue
         todo[nb.key] = (nb, params)
-        # the old page and stamp go first, so no stale page survives a failure
-        stamps.pop(nb.key, None)
-        nb.output(book_dir).unlink(missing_ok=True)
-        results_path(nb.output(book_dir)).unlink(missing_ok=True)
+        _clear_page(nb, book_dir, stamps)
     _write_stamps(book_dir, stamps)
     if todo:
         where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
@@ -480,11 +477,19 @@ def _drop_orphans(book_dir: Path, stamps: dict, keys: set[str], log) -> None:
         _write_stamps(book_dir, stamps)
 
 
+def _clear_page(nb: Notebook, book_dir: Path, stamps: dict) -> None:
+    """Remove ``nb``'s executed page, its results CSV and its stamp before it runs again,
+    so no stale page survives a failure (the caller writes the stamps)."""
+    stamps.pop(nb.key, None)
+    nb.output(book_dir).unlink(missing_ok=True)
+    results_path(nb.output(book_dir)).unlink(missing_ok=True)
+
+
 def _into_book(nb: Notebook, params: dict[str, Any], res, book_dir: Path, stamps: dict,
                profile: str) -> NotebookFailure | None:
     """Put one :class:`~robattr.executors.JobResult` into the book: the executed notebook
     and its results CSV at ``book/<key>.ipynb``, and its stamp only on success (the
-    caller has removed the old page and stamp, so no stale page survives a failure)."""
+    caller has cleared the old page with :func:`_clear_page`)."""
     out = nb.output(book_dir)
     _write_result(res, out)
     if not res.ok:
@@ -505,9 +510,7 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
         return execute(nb, params, Path(output), progress=progress)
     book_dir = root / "book"
     stamps = _read_stamps(book_dir)
-    stamps.pop(nb.key, None)
-    nb.output(book_dir).unlink(missing_ok=True)
-    results_path(nb.output(book_dir)).unlink(missing_ok=True)
+    _clear_page(nb, book_dir, stamps)
     _write_stamps(book_dir, stamps)
     res = run_job(make_job(nb, params, load_profile(profile)), progress=progress)
     return _into_book(nb, params, res, book_dir, stamps, profile)

@@ -178,15 +178,19 @@ def hessian_vector_product(model: nn.Module, x: torch.Tensor, v: torch.Tensor,
 def logit_hessian(model: nn.Module, x: torch.Tensor, target=None) -> torch.Tensor:
     """The dense input Hessian of the target logit per example, (N, d, d), from d
     Hessian-vector products (each batched over the examples). Small d only."""
+    return torch.stack(list(_hessian_columns(model, x, target)), dim=2)
+
+
+def _hessian_columns(model: nn.Module, x: torch.Tensor, target=None):
+    """Yield ``H eⱼ`` (N, d) for j = 1..d: one Hessian-vector product per basis vector,
+    each batched over the examples."""
     x = _check(model, x)
     t = resolve_target(model, x, target)
     n, d = x.shape[0], x[0].numel()
-    cols = []
     for j in range(d):
         e = torch.zeros(n, d, dtype=x.dtype, device=x.device)
         e[:, j] = 1
-        cols.append(_flat(hessian_vector_product(model, x, e.reshape(x.shape), t)))
-    return torch.stack(cols, dim=2)
+        yield _flat(hessian_vector_product(model, x, e.reshape(x.shape), t))
 
 
 def hessian_spectral_norm(model: nn.Module, x: torch.Tensor, target=None, *, iters: int = 100,
@@ -220,15 +224,7 @@ def hessian_frobenius_norm(model: nn.Module, x: torch.Tensor, target=None) -> to
     Hessian-vector products (each batched over the examples), O(N·d) memory, the dense
     (N, d, d) Hessian never stored. Costs d products: for large inputs the Hutchinson
     estimate :func:`robattr.bounds.hutchinson_hessian_sq_norm` (its square) is cheaper."""
-    x = _check(model, x)
-    t = resolve_target(model, x, target)
-    n, d = x.shape[0], x[0].numel()
-    sq = torch.zeros(n, dtype=x.dtype, device=x.device)
-    for j in range(d):
-        e = torch.zeros(n, d, dtype=x.dtype, device=x.device)
-        e[:, j] = 1
-        sq += _flat(hessian_vector_product(model, x, e.reshape(x.shape), t)).pow(2).sum(1)
-    return sq.sqrt()
+    return sum(col.pow(2).sum(1) for col in _hessian_columns(model, x, target)).sqrt()
 
 
 # --------------------------------------------------------------------------- Theorem 6
