@@ -3,6 +3,7 @@
 Submodules (imported on first use, so ``import robattr`` stays cheap):
 
 ``data``          datasets with pixels in [0, 1] (digits ships offline)
+``catalog``       names and sizes of datasets, architectures, losses (no torch)
 ``models``        LeNet, small CNN/MLP, ResNets, ``set_activation``
 ``attributions``  differentiable, batched attribution methods
 ``train``         one trainer and its losses
@@ -10,7 +11,7 @@ Submodules (imported on first use, so ``import robattr`` stays cheap):
 ``metrics``       similarity and faithfulness metrics, batched
 ``attacks``       PGD and attacks on attributions
 ``bounds``        the papers' bounds and certificates
-``params``        validation of notebook parameters
+``params``        notebook parameters: rules declared in the parameters cell, checked
 ``pipeline``      papermill + jupyter-book build, profiles
 ``evaluate``      each paper's headline evaluation as one function (the cross-paper matrix)
 ``executors``     where notebook runs execute: here, worker processes, a Ray cluster
@@ -26,7 +27,7 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "attacks", "attributions", "bounds", "data", "evaluate", "executors", "metrics", "models",
+    "attacks", "attributions", "bounds", "catalog", "data", "evaluate", "executors", "metrics", "models",
     "papers",
     "params", "pipeline", "results", "sweep", "train", "utils", "viz", "zoo",
 }
@@ -40,5 +41,5 @@ def __getattr__(name: str):
     if name in {"get_device", "seed_everything"}:
         return getattr(importlib.import_module("robattr.utils"), name)
     if name == "check_params":
-        return importlib.import_module("robattr.params").check
+        return importlib.import_module("robattr.params").check_notebook
     raise AttributeError(f"module 'robattr' has no attribute {name!r}")

@@ -92,10 +92,11 @@ def _overrides(pairs, nb=None) -> dict:
             if name not in nb.parameters:
                 raise ParameterError(f"{nb.key}: unknown parameter {name!r}; valid parameters: "
                                      + ", ".join(nb.parameters))
-            out[name] = parse_value(text, nb.parameters[name])
+            out[name] = parse_value(text, nb.parameters[name], nb.key)
         else:
-            import yaml
-            out[name] = yaml.safe_load(text)
+            from robattr.params import read_yaml
+
+            out[name] = read_yaml(text)
     return out
 
 
@@ -110,7 +111,7 @@ def _list(root: Path, profile: str) -> int:
         for name, param in nb.parameters.items():
             shown = repr(values[name])
             mark = "" if values[name] == param.default else f"  [{profile}; default {param.default!r}]"
-            print(f"    {name:<{width}} = {shown}{mark}" + (f"    # {param.help}" if param.help else ""))
+            print(f"    {name:<{width}} = {shown}{mark}    # {param.rule.text} | {param.help}")
     return 0
 
 
@@ -165,11 +166,22 @@ def _sweep(root: Path, args) -> int:
     return _failures(report.failed, "run(s)")
 
 
+def _protect_values(argv: list[str]) -> list[str]:
+    """``-p lam -1e-6``: argparse would read a value that starts with '-' (other than a
+    plain negative number) as an option; a leading space keeps it a value, and YAML
+    ignores the space."""
+    argv = list(argv)
+    for i, arg in enumerate(argv[:-2]):
+        if arg in ("-p", "--parameter", "-s", "--set") and argv[i + 2].startswith("-"):
+            argv[i + 2] = " " + argv[i + 2]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     from robattr.params import ParameterError
     from robattr.pipeline import project_root
 
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_protect_values(sys.argv[1:] if argv is None else argv))
     try:
         root = project_root(args.root)
         if args.command == "list":

@@ -41,14 +41,13 @@ import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, RandomSampler,
                               SequentialSampler, Subset)
 
+from robattr.catalog import DATASETS
 from robattr.utils import cache_dir, get_device
 
 __all__ = [
     "DATASETS", "DatasetInfo", "DatasetNotFoundError", "InMemoryDataset", "FileDataset",
     "info", "load", "data_root", "as_tensors", "loader", "sample_images",
 ]
-
-DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "flowers102")
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer",
                    "dog", "frog", "horse", "ship", "truck")

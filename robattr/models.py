@@ -27,12 +27,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from robattr.catalog import ARCHS
+
 __all__ = [
     "ARCHS", "ACTIVATIONS", "Normalize", "build", "set_activation", "get_activation",
     "using_activation", "has_relu", "load_weights", "ResNetCIFAR", "BasicBlock", "LambdaShortcut",
 ]
 
-ARCHS = ("mlp", "cnn", "lenet", "resnet18_cifar", "resnet20", "resnet18", "resnet50")
 ACTIVATIONS = ("relu", "softplus")
 
 

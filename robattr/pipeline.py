@@ -3,8 +3,9 @@
 A *notebook* is a source file under ``notebooks/`` with one cell tagged
 ``parameters``. Its *key* is its path below ``notebooks/`` without the suffix
 (``example/digits_saliency``). Each parameter is a top-level assignment in that
-cell; its default is the literal on the right, its help the comment at the end
-of the line.
+cell; its default is the literal on the right, and the comment declares its rule
+and its help, ``name = 3  # int >= 1 | help`` (the rule syntax is in
+:mod:`robattr.params`).
 
 A *profile* (``robattr/profiles/<name>.yml``) maps notebook keys to parameter
 values; ``quick`` (the default) keeps the notebooks' own defaults, ``paper``
@@ -24,16 +25,13 @@ and stamp are removed, so a changed parameter can never leave a stale page.
 """
 from __future__ import annotations
 
-import ast
 import fnmatch
 import hashlib
-import io
 import json
 import logging
 import os
 import subprocess
 import sys
-import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -41,7 +39,7 @@ from typing import Any, Iterable
 import yaml
 
 from robattr import __version__
-from robattr.params import ParameterError, check
+from robattr.params import Parameter, ParameterError, check_values, coerce, read_cell, read_yaml
 
 __all__ = [
     "Parameter", "Notebook", "BuildReport", "NotebookFailure",
@@ -55,17 +53,6 @@ _PROFILE_DIR = Path(__file__).parent / "profiles"
 
 
 # --------------------------------------------------------------------------- discovery
-@dataclass(frozen=True)
-class Parameter:
-    name: str
-    default: Any
-    help: str = ""
-
-    @property
-    def type_name(self) -> str:
-        return type(self.default).__name__
-
-
 @dataclass(frozen=True)
 class Notebook:
     path: Path                      # absolute path of the source notebook
@@ -90,7 +77,8 @@ def project_root(start: str | os.PathLike | None = None) -> Path:
 
 
 def read_parameters(path: str | os.PathLike) -> dict[str, Parameter]:
-    """Parameters of a notebook: the literal assignments of its ``parameters`` cell."""
+    """Parameters of a notebook: the declared lines of its ``parameters`` cell
+    (``name = literal  # RULE | help``, :mod:`robattr.params`)."""
     nb = json.loads(Path(path).read_text())
     cells = [c for c in nb.get("cells", [])
              if "parameters" in c.get("metadata", {}).get("tags", [])]
@@ -98,23 +86,7 @@ def read_parameters(path: str | os.PathLike) -> dict[str, Parameter]:
         raise ValueError(f"{path}: expected exactly one cell tagged 'parameters', found {len(cells)}")
     source = cells[0]["source"]
     source = "".join(source) if isinstance(source, list) else source
-    comments = {tok.start[0]: tok.string.lstrip("#").strip()
-                for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-                if tok.type == tokenize.COMMENT}
-    params: dict[str, Parameter] = {}
-    for node in ast.parse(source).body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)):
-            raise ValueError(f"{path}: the parameters cell may only hold `name = literal` lines "
-                             f"(line {node.lineno})")
-        name = node.targets[0].id
-        try:
-            default = ast.literal_eval(node.value)
-        except ValueError:
-            raise ValueError(f"{path}: parameter {name!r} needs a literal default "
-                             f"(line {node.lineno})") from None
-        params[name] = Parameter(name, default, comments.get(node.end_lineno, ""))
-    return params
+    return read_cell(source, where=str(path))
 
 
 def discover(root: str | os.PathLike | None = None) -> list[Notebook]:
@@ -150,7 +122,7 @@ def load_profile(name: str) -> dict[str, Any]:
     if not path.is_file():
         raise ParameterError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)} "
                              "(or a path to a .yml file)")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path.read_text()) or {}
     unknown = set(data) - {"defaults", "notebooks", "description", "resources"}
     if unknown:
         raise ParameterError(f"profile {name!r}: unknown sections {sorted(unknown)}")
@@ -176,7 +148,7 @@ def _chapter_entries(profile: str) -> dict[str, dict]:
     ``profiles/chapters/<chapter>.yml``: ``{profile: {notebook key: {param: value}}}``."""
     entries: dict[str, dict] = {}
     for path in sorted((_PROFILE_DIR / "chapters").glob("*.yml")):
-        data = yaml.safe_load(path.read_text()) or {}
+        data = read_yaml(path.read_text()) or {}
         unknown = set(data) - set(PROFILES)
         if unknown:
             raise ParameterError(f"profiles/chapters/{path.name}: unknown profiles "
@@ -189,58 +161,39 @@ def _chapter_entries(profile: str) -> dict[str, dict]:
     return entries
 
 
-def parse_value(text: str, param: Parameter) -> Any:
-    """Parse a command-line value as YAML and check it has the type of the default."""
+def parse_value(text: str, param: Parameter, notebook: str | None = None) -> Any:
+    """Read a command-line value as YAML and check its type against the parameter's rule
+    (its range is checked by :func:`resolve`, which sees the other parameters)."""
     try:
-        value = yaml.safe_load(text) if isinstance(text, str) else text
+        value = read_yaml(text) if isinstance(text, str) else text
     except yaml.YAMLError:
         value = text
-    return _coerce(param, value)
-
-
-def _coerce(param: Parameter, value: Any) -> Any:
-    default = param.default
-    if isinstance(default, bool) or isinstance(value, bool):
-        ok = isinstance(default, bool) and isinstance(value, bool)
-    elif isinstance(default, float) and isinstance(value, int):
-        return float(value)
-    elif isinstance(default, (list, tuple)):
-        if isinstance(value, (int, float)):          # one number where a list is expected
-            value = [value]
-        ok = isinstance(value, (list, tuple))
-        value = list(value) if ok else value
-    elif default is None:
-        ok = True
-    else:
-        ok = isinstance(value, type(default))
-    if not ok:
-        raise ParameterError(f"parameter {param.name!r} expects a {param.type_name} "
-                             f"(default {default!r}), got {value!r}")
-    return value
+    return coerce(param, value, notebook)
 
 
 def resolve(nb: Notebook, profile: str | dict = "quick",
             overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The full parameter dict for one notebook: defaults ← profile ← overrides, validated.
+    """The full parameter dict for one notebook: defaults ← profile ← overrides, checked
+    against the notebook's declared rules.
 
     Unknown names (in the profile's entry for this notebook or in ``overrides``) and
-    bad values raise :class:`~robattr.params.ParameterError` before any work.
+    values that break their rule raise :class:`~robattr.params.ParameterError`, naming
+    the notebook and the parameter, before any work.
     """
     prof = load_profile(profile) if isinstance(profile, str) else profile
     valid = ", ".join(nb.parameters)
     values = {name: p.default for name, p in nb.parameters.items()}
     for name, value in prof["defaults"].items():
         if name in nb.parameters:
-            values[name] = _coerce(nb.parameters[name], value)
+            values[name] = value
     layers = [("profile", prof["notebooks"].get(nb.key) or {}), ("command line", overrides or {})]
     for where, layer in layers:
         for name, value in layer.items():
             if name not in nb.parameters:
                 raise ParameterError(f"{nb.key}: unknown parameter {name!r} ({where}); "
                                      f"valid parameters: {valid}")
-            values[name] = _coerce(nb.parameters[name], value)
-    check(**values)
-    return values
+            values[name] = value
+    return check_values(nb.parameters, values, notebook=nb.key)
 
 
 def _check_profile_keys(prof: dict, notebooks: list[Notebook], name: str) -> None:

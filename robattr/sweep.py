@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from robattr import pipeline
-from robattr.params import ParameterError
+from robattr.params import ParameterError, read_yaml
 
 __all__ = ["parse_values", "grid", "run_name", "sweep", "SweepReport"]
 
@@ -32,18 +32,19 @@ class SweepReport:
     figure: Path | None = None
 
 
-def parse_values(text: str, param: pipeline.Parameter) -> list[Any]:
+def parse_values(text: str, param: pipeline.Parameter, notebook: str | None = None) -> list[Any]:
     """``"1,2,4"`` → ``[1, 2, 4]``, each value read as YAML and checked against the
-    parameter's type; list values keep their brackets: ``"[1,2],[4]"``."""
+    parameter's rule (its type; ranges are checked per run); list values keep their
+    brackets: ``"[1,2],[4]"``."""
     import yaml
 
     try:
-        raw = yaml.safe_load(f"[{text}]")
+        raw = read_yaml(f"[{text}]")
     except yaml.YAMLError as err:
         raise ParameterError(f"cannot read values {text!r} of {param.name!r}: {err}") from None
     if not raw:
         raise ParameterError(f"no values given for {param.name!r}")
-    return [pipeline.parse_value(v, param) for v in raw]
+    return [pipeline.parse_value(v, param, notebook) for v in raw]
 
 
 def grid(values: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -77,8 +78,8 @@ def sweep(notebook: str, values: dict[str, str | list[Any]], *, root=None,
         if name not in nb.parameters:
             raise ParameterError(f"{nb.key}: unknown parameter {name!r}; valid parameters: "
                                  + ", ".join(nb.parameters))
-        parsed[name] = (parse_values(vals, nb.parameters[name]) if isinstance(vals, str)
-                        else [pipeline.parse_value(v, nb.parameters[name]) for v in vals])
+        parsed[name] = (parse_values(vals, nb.parameters[name], nb.key) if isinstance(vals, str)
+                        else [pipeline.parse_value(v, nb.parameters[name], nb.key) for v in vals])
     prof = pipeline.load_profile(profile)
     points = grid(parsed)
     # validate every run before any work

@@ -104,7 +104,7 @@ def test_every_exercise_has_a_solution():
 def test_every_shipped_profile_resolves_for_every_notebook(name):
     """A misspelt name or a bad value in a profile (paper.yml and the chapter files)
     fails here, not hours into a GPU run: every notebook's parameters resolve and pass
-    robattr.check_params, and every notebook key the profile names exists."""
+    their declared rules, and every notebook key the profile names exists."""
     notebooks = pipeline.discover(ROOT)
     prof = pipeline.load_profile(name)
     pipeline._check_profile_keys(prof, notebooks, name)

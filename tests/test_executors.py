@@ -16,8 +16,8 @@ from robattr.sweep import grid, parse_values, run_name, sweep
 
 from test_pipeline import make_notebook, make_project
 
-SWEEP_PARAMS = '''x = 1  # the swept value
-fail_at = -1  # the run with x == fail_at raises
+SWEEP_PARAMS = '''x = 1  # int | the swept value
+fail_at = -1  # int | the run with x == fail_at raises
 '''
 SWEEP_BODY = '''import torch
 from robattr import results, zoo
@@ -64,9 +64,11 @@ def _check_sweep(report, root, tmp_path):
 
 
 def test_parse_values_and_grid():
-    p = pipeline.Parameter("eps", 0.1)
+    from robattr.params import parse_rule
+
+    p = pipeline.Parameter("eps", 0.1, parse_rule("float >= 0"))
     assert parse_values("0.1, 0.2,1", p) == [0.1, 0.2, 1.0]
-    lst = pipeline.Parameter("eps", [0.1])
+    lst = pipeline.Parameter("eps", [0.1], parse_rule("list of float >= 0"))
     assert parse_values("[1,2],[4]", lst) == [[1, 2], [4]]
     with pytest.raises(ValueError):
         parse_values("0.1,abc", p)

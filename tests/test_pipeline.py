@@ -7,17 +7,17 @@ import nbformat
 import pytest
 
 from robattr import cli, pipeline
-from robattr.params import ParameterError, check
+from robattr.params import ParameterError
 
-PARAMS = '''n = 3  # how many squares to print
-name = "demo"  # a label
-eps = [0.1, 0.2]  # noise sizes
-epochs = 2  # a count, validated by robattr.params
-fail_at = -1  # cell raises when n equals this
+PARAMS = '''n = 3  # int >= 0 | how many squares to print
+name = "demo"  # str | a label
+eps = [0.1, 0.2]  # list of float >= 0 | noise sizes
+epochs = 2  # int >= 1 | a count
+fail_at = -1  # int | cell raises when n equals this
 '''
 
 BODY = '''import robattr
-robattr.check_params(n=n, eps=eps, epochs=epochs)
+robattr.check_params()
 squares = [i * i for i in range(n)]
 print(name, squares)'''
 
@@ -71,6 +71,13 @@ def test_read_parameters_names_defaults_and_help(book):
     assert list(params) == ["n", "name", "eps", "epochs", "fail_at"]
     assert params["n"].default == 3 and params["n"].help == "how many squares to print"
     assert params["eps"].default == [0.1, 0.2] and params["name"].type_name == "str"
+    assert params["epochs"].rule.text == "int >= 1"
+
+
+def test_undeclared_parameter_is_refused(tmp_path):
+    path = make_notebook(tmp_path / "bad.ipynb", params="n = 3  # a count without a rule\n")
+    with pytest.raises(ParameterError, match="parameter 'n' is not declared"):
+        pipeline.read_parameters(path)
 
 
 def test_parameters_cell_must_be_literals(tmp_path):
@@ -98,7 +105,7 @@ def test_parse_value_types(book):
     assert pipeline.parse_value("[0.5, 1]", p["eps"]) == [0.5, 1]
     assert pipeline.parse_value("0.3", p["eps"]) == [0.3]
     assert pipeline.parse_value("other", p["name"]) == "other"
-    with pytest.raises(ParameterError, match="'n' expects a int"):
+    with pytest.raises(ParameterError, match="'n' must be `int >= 0`, got 'abc'"):
         pipeline.parse_value("abc", p["n"])
 
 
@@ -109,18 +116,8 @@ def test_resolve_layers_and_errors(book, tmp_path):
     assert values == {"n": 4, "name": "p", "eps": [0.1, 0.2], "epochs": 7, "fail_at": -1}
     with pytest.raises(ParameterError, match=r"unknown parameter 'no_such'.*valid parameters: n, name"):
         pipeline.resolve(nb, "quick", {"no_such": 1})
-    with pytest.raises(ParameterError, match="parameter 'epochs' must be an integer >= 1, got -1"):
+    with pytest.raises(ParameterError, match="ch/one: parameter 'epochs' must be `int >= 1`, got -1"):
         pipeline.resolve(nb, "quick", {"epochs": -1})
-
-
-def test_check_rules():
-    check(epochs=1, eps=[0, 0.1], n_eval=5, dataset="digits", device="auto", seed=0, lr=0.1)
-    for bad in [dict(epochs=0), dict(eps=[-0.1]), dict(eps=[]), dict(n_eval=2.5),
-                dict(dataset="no_such"), dict(device="gpu"), dict(seed=-1), dict(lr=0),
-                dict(epochs=True)]:
-        (name,) = bad
-        with pytest.raises(ParameterError, match=f"parameter '{name}'"):
-            check(**bad)
 
 
 def test_unknown_profile_and_unknown_notebook_in_profile(book, tmp_path):
@@ -231,14 +228,14 @@ def test_cli_errors_are_one_line_and_before_any_work(book, capsys):
 
     rc = cli.main(["run", "ch/one", "-p", "epochs", "-1"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and "parameter 'epochs' must be an integer >= 1" in err
+    assert rc == 2 and "ch/one: parameter 'epochs' must be `int >= 1`, got -1" in err
     assert not (book / "book" / "ch").exists()      # nothing was executed
 
 
 def test_cli_list(book, capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "ch/one" in out and "n" in out and "# how many squares to print" in out
+    assert "ch/one" in out and "n" in out and "# int >= 0 | how many squares to print" in out
 
 
 def test_cli_help_mentions_every_command(capsys):

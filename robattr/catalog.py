@@ -1,0 +1,31 @@
+"""Names and sizes that are known without importing torch.
+
+The command line checks notebook parameters against these before anything heavy is
+imported, so a bad value is refused at once (:mod:`robattr.params`). :mod:`robattr.data`,
+:mod:`robattr.models` and :mod:`robattr.train` take their names from here, and the tests
+check that the sizes agree with what :func:`robattr.data.info` and
+:func:`robattr.data.load` return.
+"""
+from __future__ import annotations
+
+__all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "SHAPES", "NUM_CLASSES", "TEST_SIZES"]
+
+#: Datasets :func:`robattr.data.load` knows by name (any other value is an ImageFolder path).
+DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "flowers102")
+
+#: Architectures :func:`robattr.models.build` knows.
+ARCHS = ("mlp", "cnn", "lenet", "resnet18_cifar", "resnet20", "resnet18", "resnet50")
+
+#: The training losses robattr registers (:data:`robattr.train.LOSSES`; a user may add more).
+LOSS_NAMES = ("ce", "at", "trades", "ig_norm", "igr", "ssr", "hessian", "l2", "cosd", "l2_cosd")
+
+#: Input shape (C, H, W) of the datasets whose size is fixed (flowers102's is a loader option).
+SHAPES = {"digits": (1, 8, 8), "mnist": (1, 28, 28), "fashion_mnist": (1, 28, 28),
+          "cifar10": (3, 32, 32)}
+
+#: Number of classes.
+NUM_CLASSES = {"digits": 10, "mnist": 10, "fashion_mnist": 10, "cifar10": 10, "flowers102": 102}
+
+#: Images in the test split (digits: robattr's stratified 20 % split of sklearn's 1797).
+TEST_SIZES = {"digits": 360, "mnist": 10000, "fashion_mnist": 10000, "cifar10": 10000,
+              "flowers102": 6149}
