@@ -51,7 +51,7 @@ test: venv ray mathjax
 	$(PY) -m pytest -q
 
 clean:
-	rm -rf book/_build book/.robattr-stamps.json
+	rm -rf book/_build book/.robattr-stamps.json book/.robattr-stamps.json.lock
 	find book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -delete
 
 distclean: clean

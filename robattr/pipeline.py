@@ -32,6 +32,7 @@ import logging
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -254,9 +255,24 @@ def _read_stamps(book_dir: Path) -> dict[str, Any]:
 
 def _write_stamps(book_dir: Path, stamps: dict[str, Any]) -> None:
     book_dir.mkdir(parents=True, exist_ok=True)
-    tmp = book_dir / f"{STAMPS}.tmp"
+    tmp = book_dir / f"{STAMPS}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(stamps, indent=1, sort_keys=True))
     os.replace(tmp, book_dir / STAMPS)
+
+
+@contextmanager
+def _stamps_lock(book_dir: Path):
+    """An exclusive lock on the book's stamps, so that two builds (or a run and a build)
+    at once merge their changes instead of each writing back what it read at its start."""
+    import fcntl
+
+    book_dir.mkdir(parents=True, exist_ok=True)
+    with open(book_dir / f"{STAMPS}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _parameters_cell_index(path: Path) -> int:
@@ -353,18 +369,19 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     # validate everything before doing any work
     plan = [(nb, resolve(nb, prof, overrides)) for nb in selected]
 
-    stamps = _read_stamps(book_dir)
-    _drop_orphans(book_dir, stamps, {nb.key for nb in notebooks}, log)
+    _drop_orphans(book_dir, {nb.key for nb in notebooks}, log)
     report = BuildReport()
     todo = {}
-    for nb, params in plan:
-        if not force and nb.output(book_dir).exists() \
-                and stamps.get(nb.key, {}).get("stamp") == stamp(nb, params):
-            report.skipped.append(nb.key)
-            continue
-        todo[nb.key] = (nb, params)
-        _clear_page(nb, book_dir, stamps)
-    _write_stamps(book_dir, stamps)
+    with _stamps_lock(book_dir):
+        stamps = _read_stamps(book_dir)
+        for nb, params in plan:
+            if not force and nb.output(book_dir).exists() \
+                    and stamps.get(nb.key, {}).get("stamp") == stamp(nb, params):
+                report.skipped.append(nb.key)
+                continue
+            todo[nb.key] = (nb, params)
+            _clear_page(nb, book_dir, stamps)
+        _write_stamps(book_dir, stamps)
     if todo:
         where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
         log(f"executing {len(todo)} notebook(s) ({profile} profile, {where})")
@@ -372,7 +389,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     for i, res in enumerate(run_jobs(job_list, executor=executor, jobs_at_once=jobs,
                                      address=address, progress=progress), 1):
         nb, params = todo[res.key]
-        failure = _into_book(nb, params, res, book_dir, stamps, profile)
+        failure = _into_book(nb, params, res, book_dir, profile)
         if failure is None:
             report.executed.append(nb.key)
             log(f"[{i}/{len(todo)}] {nb.key}: done in {res.seconds:.1f} s")
@@ -420,37 +437,44 @@ def _write_result(res, out: Path) -> None:
         results_path(out).write_bytes(res.results_csv)
 
 
-def _drop_orphans(book_dir: Path, stamps: dict, keys: set[str], log) -> None:
+def _drop_orphans(book_dir: Path, keys: set[str], log) -> None:
     """Remove executed notebooks whose source notebook is gone."""
-    for key in sorted(set(stamps) - keys):
-        (book_dir / f"{key}.ipynb").unlink(missing_ok=True)
-        stamps.pop(key)
-        log(f"removed {key}.ipynb: its source notebook is gone")
-    if book_dir.exists():
+    if not book_dir.exists():
+        return
+    with _stamps_lock(book_dir):
+        stamps = _read_stamps(book_dir)
+        for key in sorted(set(stamps) - keys):
+            (book_dir / f"{key}.ipynb").unlink(missing_ok=True)
+            stamps.pop(key)
+            log(f"removed {key}.ipynb: its source notebook is gone")
         _write_stamps(book_dir, stamps)
 
 
 def _clear_page(nb: Notebook, book_dir: Path, stamps: dict) -> None:
     """Remove ``nb``'s executed page, its results CSV and its stamp before it runs again,
-    so no stale page survives a failure (the caller writes the stamps)."""
+    so no stale page survives a failure (the caller holds the lock and writes the stamps)."""
     stamps.pop(nb.key, None)
     nb.output(book_dir).unlink(missing_ok=True)
     results_path(nb.output(book_dir)).unlink(missing_ok=True)
 
 
-def _into_book(nb: Notebook, params: dict[str, Any], res, book_dir: Path, stamps: dict,
+def _into_book(nb: Notebook, params: dict[str, Any], res, book_dir: Path,
                profile: str) -> NotebookFailure | None:
     """Put one :class:`~robattr.executors.JobResult` into the book: the executed notebook
     and its results CSV at ``book/<key>.ipynb``, and its stamp only on success (the
-    caller has cleared the old page with :func:`_clear_page`)."""
+    caller has cleared the old page with :func:`_clear_page`). Page and stamp are written
+    under one lock, so they always come from the same run."""
     out = nb.output(book_dir)
-    _write_result(res, out)
-    if not res.ok:
-        return NotebookFailure(nb.key, out, res.cell, res.error)
-    stamps[nb.key] = {"stamp": stamp(nb, params), "params": params, "profile": profile,
-                      "seconds": round(res.seconds, 1)}
-    _write_stamps(book_dir, stamps)
-    return None
+    with _stamps_lock(book_dir):
+        _write_result(res, out)
+        stamps = _read_stamps(book_dir)
+        if res.ok:
+            stamps[nb.key] = {"stamp": stamp(nb, params), "params": params, "profile": profile,
+                              "seconds": round(res.seconds, 1)}
+        else:
+            stamps.pop(nb.key, None)
+        _write_stamps(book_dir, stamps)
+    return None if res.ok else NotebookFailure(nb.key, out, res.cell, res.error)
 
 
 def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | None = None,
@@ -462,11 +486,12 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
     if output is not None:
         return execute(nb, params, Path(output), progress=progress)
     book_dir = root / "book"
-    stamps = _read_stamps(book_dir)
-    _clear_page(nb, book_dir, stamps)
-    _write_stamps(book_dir, stamps)
+    with _stamps_lock(book_dir):
+        stamps = _read_stamps(book_dir)
+        _clear_page(nb, book_dir, stamps)
+        _write_stamps(book_dir, stamps)
     res = run_job(make_job(nb, params, load_profile(profile)), progress=progress)
-    return _into_book(nb, params, res, book_dir, stamps, profile)
+    return _into_book(nb, params, res, book_dir, profile)
 
 
 def build_html(root: str | os.PathLike | None = None, *, log=print) -> Path:

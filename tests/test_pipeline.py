@@ -244,3 +244,24 @@ def test_cli_help_mentions_every_command(capsys):
     out = capsys.readouterr().out
     for word in ["list", "run", "build", "profiles:", "ROBATTR_DATA"]:
         assert word in out
+
+
+@pytest.mark.slow
+def test_two_builds_at_once_keep_both_stamps(book):
+    """Two builds of different notebooks at the same time, in two processes (as two
+    `robattr build --only ...` would be): each merges its stamp under the book's lock,
+    instead of writing back the stamps it read at its start."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from robattr import pipeline\n"
+            "r = pipeline.build(sys.argv[1], only=sys.argv[2], html=False, progress=False,\n"
+            "                   log=lambda *a: None)\n"
+            "sys.exit(0 if r.executed == [sys.argv[2]] else 1)")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(book), key])
+             for key in ("ch/one", "ch/two")]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    stamps = json.loads((book / "book" / pipeline.STAMPS).read_text())
+    assert set(stamps) == {"ch/one", "ch/two"}
+    again = pipeline.build(book, html=False, progress=False, log=quiet)
+    assert again.executed == [] and sorted(again.skipped) == ["ch/one", "ch/two"]
