@@ -318,7 +318,7 @@ class TRADES(_PGDMixin, Loss):
         logits = model(x)
         logits_adv = model(x_adv)
         ce = F.cross_entropy(logits, y)
-        kl = _kl(logits.detach(), logits_adv).mean()
+        kl = _kl(logits, logits_adv).mean()
         loss = ce + self.trades_beta * kl
         return loss, {"ce": ce.detach(), "kl": kl.detach(), "acc": self.accuracy(logits, y),
                       "adv_acc": self.accuracy(logits_adv, y)}
