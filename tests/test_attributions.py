@@ -343,6 +343,47 @@ def test_meaningful_perturbation_runs_and_deletes_evidence():
     assert torch.equal(d[:, 0], d[:, 1])
 
 
+def test_meaningful_perturbation_lowers_the_class_score():
+    """A constructed detector: logit 0 = a ±0.5 checkerboard template on the central 4 x 4
+    patch, logit 1 = 0; the images carry the checkerboard there. Blurring the patch
+    flattens it and kills the evidence. The perturbed input is rebuilt here from the
+    returned deletion map with scipy's Gaussian blur (replicated borders, radius 3 sigma),
+    not robattr's: ``(1 - d) x + d blur(x)``."""
+    from scipy.ndimage import gaussian_filter
+
+    patch = torch.tensor([[(i + j) % 2 for j in range(4)] for i in range(4)], dtype=torch.float64)
+    lin = nn.Linear(64, 2).double()
+    with torch.no_grad():
+        lin.weight.zero_()
+        lin.bias.zero_()
+        lin.weight[0].view(8, 8)[2:6, 2:6] = 0.5 * (2 * patch - 1)
+    model = nn.Sequential(nn.Flatten(), lin).eval()
+    x = torch.full((2, 1, 8, 8), 0.5, dtype=torch.float64)
+    x[0, 0, 2:6, 2:6] = patch
+    x[1, 0, 2:6, 2:6] = 0.2 + 0.6 * patch
+    x[1, 0, 0, :] = 0.9                                   # an edge the detector ignores
+    t = torch.tensor([0, 0])
+    d = A.meaningful_perturbation(model, x, t, iterations=100, mask_size=8, blur_sigma=1.0,
+                                  l1=1e-3)
+    assert d.shape == x.shape and d.min() >= 0 and d.max() <= 1
+    blurred = torch.tensor(np.stack([[gaussian_filter(c, 1.0, mode="nearest", truncate=3.0)
+                                      for c in im] for im in x.numpy()]))
+
+    def score(z):
+        with torch.no_grad():
+            return model(z).softmax(1)[:, 0]
+
+    clean, perturbed = score(x), score((1 - d) * x + d * blurred)
+    assert bool((clean > 0.9).all())
+    assert bool((perturbed < clean - 0.3).all()), (clean, perturbed)
+    # the deletion sits on the evidence, and beats a uniform deletion of the same area
+    inside = d[:, 0, 2:6, 2:6].mean((1, 2))
+    outside = (d[:, 0].sum((1, 2)) - d[:, 0, 2:6, 2:6].sum((1, 2))) / 48
+    assert bool((inside > outside + 0.3).all()), (inside, outside)
+    area = d.mean((1, 2, 3), keepdim=True)
+    assert bool((perturbed < score((1 - area) * x + area * blurred) - 0.1).all())
+
+
 # --------------------------------------------------------------------------- bad input
 ALL = sorted(A.METHODS)
 EXTRA = {"ball_smooth": dict(r=0.5), "relex": dict(epochs=1, n_noisy=1),

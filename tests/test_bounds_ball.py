@@ -102,6 +102,7 @@ def test_paper_example_numbers():
 @pytest.mark.parametrize("corrected", [True, False])
 def test_max_eps_and_min_radius_invert_the_bound(corrected):
     rng = np.random.default_rng(1 + corrected)
+    finite = 0
     for _ in range(200):
         d = int(rng.choice([1, 2, 3, 10, 64, 784, 3072]))
         M = rng.uniform(0.1, 5)
@@ -113,12 +114,14 @@ def test_max_eps_and_min_radius_invert_the_bound(corrected):
             assert not corrected
             assert ball_smoothing_cosine_bound(h, M, d, r, 100 * r, corrected) >= T
             continue
+        finite += 1
         assert ball_smoothing_cosine_bound(h, M, d, r, e, corrected) == pytest.approx(T, abs=1e-8)
         assert ball_smoothing_cosine_bound(h, M, d, r, 0.99 * e, corrected) >= T
         eps = rng.uniform(0.01, 2)
         rmin = ball_smoothing_min_radius(h, M, d, eps, T, corrected)
         assert ball_smoothing_cosine_bound(h, M, d, rmin, eps, corrected) == pytest.approx(T, abs=1e-8)
         assert ball_smoothing_cosine_bound(h, M, d, 1.01 * rmin, eps, corrected) >= T
+    assert finite >= 100, finite                # the inversions were checked, not skipped
 
 
 def test_corrected_certificates_are_smaller():

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy import optimize
 from torch import nn
@@ -24,6 +24,15 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(old)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny nets, many Hypothesis examples: one thread is much faster on a shared CPU."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
 
 def linear(d, k, seed, scale=1.0):
@@ -65,11 +74,14 @@ def test_masked_grad_matches_the_closed_form_of_a_linear_softmax():
 
 
 def test_first_crossing_matches_brentq():
-    net = mlp(4, 3, 2)
-    x, m, v, _ = setup(net, 4, 3, 3)
+    # the tanh net's loss is bounded: tau just above the start so that most rays cross it
+    # (with mlp(4, 3, 2) and tau = max + 0.3 no ray did, and the loop below checked nothing)
+    net = mlp(4, 3, 0)
+    x, m, v, _ = setup(net, 4, 3, 1)
     t = torch.zeros(3, dtype=torch.long)
-    tau = masked_loss(net, x, m, t).max().item() + 0.3
+    tau = masked_loss(net, x, m, t).max().item() + 0.05
     alpha, _ = first_crossing(net, x, m, v, t, tau, alpha_max=50.0, n_grid=100, n_bisect=50)
+    assert int(torch.isfinite(alpha).sum()) >= 2, alpha
     vv = v / v.norm(dim=1, keepdim=True)
     for i in range(3):
         if not math.isfinite(alpha[i]):
@@ -80,7 +92,7 @@ def test_first_crossing_matches_brentq():
         assert abs(ref - float(alpha[i])) < 1e-7
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(d=st.integers(2, 8), k=st.integers(2, 5), seed=st.integers(0, 10_000),
        scale=st.floats(0.2, 5.0), kind=st.sampled_from(["linear", "tanh", "relu"]))
 def test_thm1_follows_wherever_the_trapezoid_covers_the_increment(d, k, seed, scale, kind):
@@ -94,9 +106,13 @@ def test_thm1_follows_wherever_the_trapezoid_covers_the_increment(d, k, seed, sc
     r = thm1_check(net, x, m, v, t, tau=tau, alpha_max=200.0, n_grid=64, n_bisect=50)
     ok = torch.isfinite(r["alpha"])
     covered = ok & (r["trapezoid"] >= r["c"] + 1e-9)
+    # an example where no ray crosses tau (always so for the bounded tanh nets at this tau)
+    # or none is covered checks nothing: Hypothesis discards it (and fails if all are)
+    assume(bool(ok.any()))
+    assert bool((r["lipschitz"][ok] <= r["alpha"][ok] * (1 + 1e-7) + 1e-9).all())
+    assume(bool(covered.any()))
     assert bool((r["bound"][covered] <= r["alpha"][covered] * (1 + 1e-9)).all())
     assert bool((r["loss_at"][covered] <= r["eq7_corrected"][covered] + 1e-9).all())
-    assert bool((r["lipschitz"][ok] <= r["alpha"][ok] * (1 + 1e-7) + 1e-9).all())
 
 
 @settings(max_examples=30, deadline=None)
@@ -111,8 +127,33 @@ def test_thm1_is_exact_for_two_class_linear_models_at_log2(d, seed, scale):
         t = net(m * x).argmax(1)
     r = thm1_check(net, x, m, v, t, tau=LOG2, alpha_max=500.0, n_grid=64, n_bisect=50)
     ok = torch.isfinite(r["alpha"]) & (r["c"] > 0)
+    assume(bool(ok.any()))                            # else the example checks nothing
     assert bool((r["trapezoid"][ok] >= r["c"][ok] - 1e-9).all())
     assert bool((r["bound"][ok] <= r["alpha"][ok] * (1 + 1e-9)).all())
+
+
+def test_lipschitz_radius_needs_the_gradient_sup_over_the_segment():
+    """A ReLU net whose first crossing (alpha ~ 1.14) lies inside the first grid cell
+    (alpha_max / n_grid = 3.125), while ||g|| peaks in between (~0.104 at s ~ 0.88): the
+    mean-value bound c / (||m||_inf sup ||g||) with the true sup is ~1.01 <= alpha. When
+    first_crossing took ||g|| at the coarse grid points only, robattr gave ~1.19 > alpha
+    (found by Hypothesis with tau = max loss + 0.1); it now also samples [0, alpha] itself."""
+    net = mlp(2, 2, 8106, nn.ReLU)
+    x, m, v, _ = setup(net, 2, 6, 8107)
+    t = torch.zeros(6, dtype=torch.long)
+    tau = float(masked_loss(net, x, m, t).max()) + 0.1
+    r = thm1_check(net, x, m, v, t, tau=tau, alpha_max=200.0, n_grid=64, n_bisect=50)
+    ok = torch.isfinite(r["alpha"])
+    assert bool(ok.any())
+    # the fine-grid sup of ||g|| over [0, alpha] gives a bound that holds (the test's own check)
+    i = int(ok.nonzero()[0, 0])
+    vv = v[i:i + 1] / v[i:i + 1].norm()
+    s = torch.linspace(0, float(r["alpha"][i]), 4001)
+    sup = max(float(masked_grad(net, x[i:i + 1] + a * vv, m[i:i + 1], t[i:i + 1])[1].norm())
+              for a in s)
+    assert float(r["c"][i]) / (float(m[i].abs().max()) * sup) <= float(r["alpha"][i])
+    # robattr's value must hold as well
+    assert bool((r["lipschitz"][ok] <= r["alpha"][ok] * (1 + 1e-7) + 1e-9).all())
 
 
 def test_convexity_alone_does_not_make_eq5_exact():
@@ -134,7 +175,7 @@ def test_convexity_alone_does_not_make_eq5_exact():
     assert bool((phi[2:] - 2 * phi[1:-1] + phi[:-2] >= -1e-12).all())
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(d=st.integers(2, 8), seed=st.integers(0, 10_000))
 def test_lipschitz_radius_bound_holds_on_random_networks(d, seed):
     net = mlp(d, 3, seed)
@@ -143,6 +184,7 @@ def test_lipschitz_radius_bound_holds_on_random_networks(d, seed):
     tau = float(masked_loss(net, x, m, t).max()) + 0.3
     r = thm1_check(net, x, m, v, t, tau=tau, alpha_max=100.0, n_grid=200, n_bisect=20)
     ok = torch.isfinite(r["alpha"])
+    assume(bool(ok.any()))              # no ray crossed tau (frequent for tanh nets): vacuous
     assert bool((r["lipschitz"][ok] <= r["alpha"][ok] * (1 + 1e-3)).all())
 
 

@@ -77,12 +77,15 @@ def test_rank_and_linear_correlations_match_scipy():
         b[0] = a[0] * 2 + 1                           # a perfectly monotone pair
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
         sp, kd, pc = M.spearman(ta, tb), M.kendall(ta, tb), M.pearson(ta, tb)
+        compared = 0
         for i in range(len(a)):
             if np.ptp(a[i]) == 0 or np.ptp(b[i]) == 0:
                 continue                               # scipy gives NaN; tested below
+            compared += 1
             assert sp[i].item() == pytest.approx(st.spearmanr(a[i], b[i])[0], abs=1e-10)
             assert kd[i].item() == pytest.approx(st.kendalltau(a[i], b[i])[0], abs=1e-10)
             assert pc[i].item() == pytest.approx(st.pearsonr(a[i], b[i])[0], abs=1e-10)
+        assert compared >= 10, (d, compared)       # most rows are not constant
 
 
 def test_float32_correlations_close_to_scipy():
@@ -242,9 +245,11 @@ def test_identity_gives_one(pair):
     nonzero = a.abs().amax(1) > 0
     nonconst = a.amax(1) > a.amin(1)
     one = torch.ones(a.shape[0], dtype=a.dtype)
-    torch.testing.assert_close(M.cosine_similarity(a, a)[nonzero], one[nonzero])
+    # every row is checked: 1 where defined, the documented 0 for a zero / constant map
+    # (Hypothesis draws such maps often, so a check on the defined rows alone is often empty)
+    torch.testing.assert_close(M.cosine_similarity(a, a), torch.where(nonzero, one, 0 * one))
     for f in (M.pearson, M.spearman, M.kendall):
-        torch.testing.assert_close(f(a, a)[nonconst], one[nonconst])
+        torch.testing.assert_close(f(a, a), torch.where(nonconst, one, 0 * one))
     for k in (1, a.shape[1]):
         torch.testing.assert_close(M.topk_intersection(a, a, k), one)
 

@@ -30,6 +30,7 @@ def test_every_table_parses_with_values_or_notes():
         assert {"value", "printed", "note"} <= set(df.columns)
         empty = df["value"].isna()
         assert (df.loc[empty, "note"] != "").all(), name          # empty cells carry a note
+        assert (~empty).any(), f"{name}: no printed value at all"
         assert (df.loc[~empty, "printed"] != "").all(), name
 
 

@@ -28,7 +28,7 @@ A perturbation is ``gamma = alpha v`` with ``||v||_2 = 1``. With a loss threshol
   drops ``L(x0, m)`` (the proof adds the quadratic model's increment to ``L(x0, m)``); it
   fails as ``alpha -> 0``. Corrected: ``L(x0, m) +`` the same right-hand side.
 * A rigorous replacement for Eq. 5 (mean-value theorem): ``alpha >= c / (||m||_inf
-  max_{s in [0, alpha]} ||g(x0 + s v)||)``.
+  max_{s in [0, alpha]} ||g(x0 + s v)||)`` (numerically, the maximum is taken on a grid).
 * Thm 2 (Eq. 8, an *upper* bound although the text says "lower-bounded"):
   ``||grad_x L(x_i, m) - grad_x L(x0, m)|| <= ||m||_1 ||g(x_i) - g(x0)||`` with
   ``x_i = x0 + alpha v``. With ``g`` as above it is exact for any ``x_i`` (no Taylor step
@@ -123,8 +123,9 @@ def thm1_loss_bound(alpha, m_l1, g0_norm, gdiff_norm, loss0=None, *,
 
 
 def thm1_radius_lipschitz(c, m_linf, gmax_norm) -> torch.Tensor:
-    """The rigorous radius bound ``c / (||m||_inf max_s ||g(x0 + s v)||)`` (mean-value
-    theorem), ``inf`` when the denominator is 0."""
+    """The radius bound ``c / (||m||_inf max_s ||g(x0 + s v)||)`` (mean-value theorem),
+    ``inf`` when the denominator is 0. It is rigorous given the true maximum over the
+    segment; :func:`thm1_check` passes a grid estimate of it (:func:`first_crossing`)."""
     c, mi, gm = _nonneg("c", c), _nonneg("m_linf", m_linf), _nonneg("gmax_norm", gmax_norm)
     c, den = torch.broadcast_tensors(c, mi * gm)
     flat = torch.where(c > 0, torch.full_like(den, math.inf), torch.zeros_like(den))
@@ -164,9 +165,11 @@ def first_crossing(model, x0, m, v, target, tau: float, *, alpha_max: float, n_g
                    n_bisect: int = 30):
     """The smallest ``alpha`` in ``(0, alpha_max]`` with ``L(x0 + alpha v, m) >= tau``, per row:
     a grid of ``n_grid`` steps, then bisection on the first bracketing cell. Rows whose loss
-    never reaches ``tau`` on the grid get ``inf``. Returns ``(alpha, s_grid_max_gnorm)`` where
-    the second is ``max ||g||`` over the grid points up to the crossing (for the rigorous
-    bound). Rows with ``L(x0, m) >= tau`` get ``alpha = 0``."""
+    never reaches ``tau`` on the grid get ``inf``. Returns ``(alpha, gmax)`` where ``gmax`` is
+    ``max ||g||`` over the grid points up to the crossing and over ``n_grid + 1`` points of
+    ``[0, alpha]``: an estimate of the supremum the mean-value bound needs, from below (a
+    ReLU network's gradient can still peak between two points). Rows with
+    ``L(x0, m) >= tau`` get ``alpha = 0``."""
     check_model(model)
     x0, m = _check_pair(x0, m)
     v = _unit_directions(v, x0)
@@ -199,9 +202,12 @@ def first_crossing(model, x0, m, v, target, tau: float, *, alpha_max: float, n_g
     alpha = torch.where(idx == 0, torch.zeros_like(alpha), alpha)
     cols = torch.arange(n_grid + 1, device=x0.device).expand(n, -1)
     gmax = torch.where(cols <= idx[:, None], gnorms, torch.zeros_like(gnorms)).amax(1)
-    # the crossing point itself
-    _, g_hi = masked_grad(model, x0 + torch.where(found, hi, grid[-1]).reshape(view) * v, m, target)
-    gmax = torch.maximum(gmax, g_hi.flatten(1).norm(dim=1))
+    # a second grid of n_grid + 1 points on [0, alpha] itself (the crossing included): the
+    # first grid's cells can be wider than the whole segment, and ||g|| can peak inside one
+    end = torch.where(found, hi, grid[-1])
+    for t in torch.linspace(0, 1, n_grid + 1, dtype=x0.dtype, device=x0.device)[1:]:
+        _, g = masked_grad(model, x0 + (t * end).reshape(view) * v, m, target)
+        gmax = torch.maximum(gmax, g.flatten(1).norm(dim=1))
     return alpha, gmax
 
 
@@ -212,7 +218,7 @@ def thm1_check(model, x0, m, v, target, *, tau: float = math.log(2), alpha_max: 
     Returns a dict of per-row tensors: ``alpha`` (the exact first crossing of ``tau``, inf
     if none up to ``alpha_max``), ``c``, ``loss0``, ``m_l1``, ``m_linf``, ``g0_norm``,
     ``gdiff_norm`` (``||g(x0 + alpha v) - g(x0)||`` at the crossing), ``bound`` (Eq. 5),
-    ``lipschitz`` (the rigorous bound), ``loss_at`` (``L(x0 + alpha v) = tau`` up to
+    ``lipschitz`` (the mean-value bound, its sup of ``||g||`` estimated on a grid), ``loss_at`` (``L(x0 + alpha v) = tau`` up to
     bisection), ``eq7_printed`` and ``eq7_corrected`` at ``alpha``, and ``trapezoid``
     (``alpha (phi'(0) + phi'(alpha)) / 2``, the proof's estimate of the increment ``c``:
     where it is ``>= c``, Eq. 5 and the corrected Eq. 7 follow exactly).
