@@ -44,3 +44,13 @@ def _seeded_module(request):
 def _seeded_test(request):
     """Seed before every test (and its function-scoped fixtures)."""
     _seed_all(request.node.nodeid)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny nets, many examples: one torch thread is much faster on a shared CPU. A module
+    opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

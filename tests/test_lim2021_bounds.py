@@ -26,13 +26,7 @@ def float64():
     torch.set_default_dtype(old)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny nets, many Hypothesis examples: one thread is much faster on a shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def linear(d, k, seed, scale=1.0):
