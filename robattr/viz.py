@@ -106,6 +106,26 @@ def _label(name: str, units: str | None) -> str:
     return f"{name} ({units})" if units else name
 
 
+def _plain_log_ticks(ax) -> None:
+    """Label the log-scaled axes of ``ax`` with plain numbers (0.2, 5, 1000) instead of
+    matplotlib's 2 × 10⁻¹: over a range of less than a decade the minor ticks get labels
+    too, and the long ones run into each other."""
+    from matplotlib import ticker
+
+    def plain(which: ticker.Formatter) -> ticker.Formatter:
+        # matplotlib's own formatter still decides which ticks get a label; only the
+        # label's text changes (public API only)
+        return ticker.FuncFormatter(lambda x, pos: f"{x:g}" if which(x, pos) else "")
+
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            for setter, fmt in ((axis.set_major_formatter, ticker.LogFormatterSciNotation()),
+                                (axis.set_minor_formatter, ticker.LogFormatterSciNotation(
+                                    labelOnlyBase=False))):
+                fmt.set_axis(axis)
+                setter(plain(fmt))
+
+
 # --------------------------------------------------------------------------- attribution maps
 def to_image(x: torch.Tensor) -> np.ndarray:
     """One C×H×W tensor in [0, 1] as an H×W (grey) or H×W×3 array for imshow."""
@@ -214,16 +234,22 @@ def rank_heatmap(data, *, label: str = "rank (1 = best)", units: str | None = No
                     annot=annot, fmt=fmt, annot_kws={"fontsize": 8}, linewidths=0.5,
                     linecolor="white", xticklabels=labels, yticklabels=[str(i) for i in values.index],
                     cbar_kws={"label": _label(label, units)})
-        ax.grid(False)                     # no grid lines across blank (NaN) cells
-        for cut in cuts:
-            ax.axvline(cut, color="black", lw=1.2)
-        ax.set_xlabel(xlabel or "")
-        ax.set_ylabel(ylabel or "")
-        if title:
-            ax.set_title(title)
-        ax.tick_params(axis="x", labelrotation=90 if len(labels) > 6 else 30)
-        ax.tick_params(axis="y", labelrotation=0)
+        _finish_heatmap(ax, len(labels), cuts, xlabel, ylabel, title)
     return ax
+
+
+def _finish_heatmap(ax, n_columns: int, cuts, xlabel, ylabel, title) -> None:
+    """What both heatmaps do after drawing: no grid over blank cells, a line between
+    column groups, labels and readable tick labels."""
+    ax.grid(False)                         # no grid lines across blank (NaN) cells
+    for cut in cuts:
+        ax.axvline(cut, color="black", lw=1.2)
+    ax.set_xlabel(xlabel or "")
+    ax.set_ylabel(ylabel or "")
+    if title:
+        ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=90 if n_columns > 6 else 30)
+    ax.tick_params(axis="y", labelrotation=0)
 
 
 def verdict_heatmap(data, *, xlabel: str | None = None, ylabel: str | None = None,
@@ -258,15 +284,7 @@ def verdict_heatmap(data, *, xlabel: str | None = None, ylabel: str | None = Non
                     vmin=-0.5, vmax=len(order) - 0.5, annot=text.to_numpy(), fmt="",
                     annot_kws={"fontsize": 8}, cbar=False, linewidths=1, linecolor="white",
                     xticklabels=labels, yticklabels=[str(i) for i in data.index])
-        ax.grid(False)                     # no grid lines across blank (NaN) cells
-        for cut in cuts:
-            ax.axvline(cut, color="black", lw=1.2)
-        ax.set_xlabel(xlabel or "")
-        ax.set_ylabel(ylabel or "")
-        if title:
-            ax.set_title(title)
-        ax.tick_params(axis="x", labelrotation=90 if len(labels) > 6 else 30)
-        ax.tick_params(axis="y", labelrotation=0)
+        _finish_heatmap(ax, len(labels), cuts, xlabel, ylabel, title)
         if legend:
             ax.legend(handles=[Patch(color=VERDICT_COLORS[v], label=v) for v in order],
                       title="verdict", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
@@ -361,6 +379,7 @@ def bound_ratio(data=None, *, measured, bound, hue=None, col=None, kind: str = "
                         aspect=aspect, facet_kws={"sharex": False}, **extra)
         for ax in g.axes.flat:
             ax.axvline(1.0, color="black", lw=1, ls="--", label="bound")
+            _plain_log_ticks(ax)
         g.set_axis_labels(f"measured {ratio} (1 = at the bound)",
                           "fraction of cases" if kind == "ecdf" else "cases")
         _facet_titles(g, frame.assign(_broken=broken), names["col"], "_broken", lower, title)
@@ -371,15 +390,17 @@ def measured_vs_bound(data=None, *, measured, bound, hue=None, col=None,
                       quantity: str = "deviation", units: str | None = None,
                       lower: bool = False, log: bool = False, rtol: float = 0.0,
                       col_wrap: int | None = None, height: float = 3.0, aspect: float = 1.2,
-                      title: str | None = None):
+                      title: str | None = None, palette=None):
     """One point per case: the bound (x) against the measured value (y), with the line
     y = x; an upper bound that holds keeps every point on or below it (a lower bound,
     ``lower=True``: on or above it).
 
     Arguments as in :func:`bound_ratio`; ``units`` is shown on both axes (``log`` puts both
     on a log scale). Without ``hue`` the points are coloured by whether they are within or
-    beyond the bound; with ``hue`` that is shown by the marker instead. Returns the seaborn
-    FacetGrid.
+    beyond the bound; with ``hue`` that is shown by the marker instead. ``palette`` colours
+    the ``hue`` groups (as in seaborn: a palette name, a list, or a dict {group: colour}, to
+    keep a colour that the text refers to); it is ignored without ``hue``. Returns the
+    seaborn FacetGrid.
     """
     import seaborn as sns
 
@@ -402,6 +423,7 @@ def measured_vs_bound(data=None, *, measured, bound, hue=None, col=None,
     with theme():
         g = sns.relplot(data=frame, x=b, y=m, hue=hue_, hue_order=hue_order, style=style_,
                         style_order=(levels if style_ else None),
+                        palette=(palette if names["hue"] is not None else None),
                         col=names["col"], kind="scatter", col_wrap=col_wrap, height=height,
                         aspect=aspect, s=18, facet_kws={"sharex": False, "sharey": False})
         for value, ax in zip(g.col_names or [None], g.axes.flat):
@@ -409,6 +431,7 @@ def measured_vs_bound(data=None, *, measured, bound, hue=None, col=None,
             ends = np.concatenate([part[m].to_numpy(float), part[b].to_numpy(float)])
             if log:
                 ax.set_xscale("log"), ax.set_yscale("log")
+                _plain_log_ticks(ax)
                 ends = ends[ends > 0]
             if ends.size:
                 line = (np.geomspace if log else np.linspace)(ends.min(), ends.max(), 50)
@@ -464,7 +487,11 @@ def metric_curves(data, *, x: str = "eps", y: str = "value", hue: str | None = "
         frame[plot_x] = np.searchsorted(levels, xs)
     else:
         frame[x] = xs
-    with theme():
+    import matplotlib as mpl
+
+    # with ``style``, legend handles long enough to show the dashes around the marker
+    handles = {"legend.handlelength": 3.5} if style is not None else {}
+    with theme(), mpl.rc_context(handles):
         g = sns.relplot(data=frame, x=plot_x, y=y, hue=hue, style=style, col=col, row=row,
                         kind="line", marker="o", dashes=True, errorbar=errorbar,
                         col_wrap=col_wrap, height=height, aspect=aspect,
@@ -476,6 +503,7 @@ def metric_curves(data, *, x: str = "eps", y: str = "value", hue: str | None = "
                 ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
             if logy:
                 ax.set_yscale("log")
+            _plain_log_ticks(ax)
         g.set_axis_labels(_label(xlabel, x_units), _label(ylabel or y, y_units))
         parts = [f"{{{name}}}" for name, var in (("row_name", row), ("col_name", col)) if var]
         if parts:

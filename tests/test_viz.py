@@ -215,6 +215,20 @@ def test_measured_vs_bound_log_scale():
     assert len(g.ax.collections[0].get_offsets()) == 40
 
 
+def test_measured_vs_bound_palette_colours_the_hue_groups():
+    """A fixed colour per group (one the text refers to, say); without hue it is ignored."""
+    from robattr import viz
+
+    df = deviations()
+    red, blue = "#d55e00", "#0173b2"
+    g = viz.measured_vs_bound(df, measured="dev", bound="T_e", hue="attack",
+                              palette={"paper": red, "direct": blue})
+    face = [matplotlib.colors.to_hex(c) for c in g.ax.collections[0].get_facecolors()]
+    assert face == [red if a == "paper" else blue for a in df.attack]
+    g = viz.measured_vs_bound(df, measured="dev", bound="T_e", palette={"paper": red})
+    assert g.ax.get_title() == "3 of 40 above the bound"
+
+
 def test_lower_bounds_count_the_cases_below():
     """A lower bound (a certified radius, say) is broken by values under it."""
     from robattr import viz
@@ -281,3 +295,40 @@ def test_metric_curves_log_spacing_and_bad_arguments():
         viz.metric_curves(df, x_spacing="sqrt")
     with pytest.raises(ValueError, match="hue='model' is not a column"):
         viz.metric_curves(df, hue="model")
+
+
+def test_metric_curves_style_gets_legend_handles_long_enough_for_dashes():
+    from robattr import viz
+
+    df = curves()
+    g = viz.metric_curves(df, col="metric", style="attack")
+    assert g.legend.handlelength >= 3
+    dashes = {ln.get_linestyle() for ln in data_lines(g.axes.flat[0])}
+    assert len(dashes) == 2                                   # one per attack
+    default = matplotlib.rcParams["legend.handlelength"]
+    g = viz.metric_curves(df[df.attack == "topk"])
+    assert g.legend.handlelength == default
+
+
+def test_log_axes_are_labelled_with_plain_numbers():
+    """Over less than a decade matplotlib labels the minor ticks as 2 × 10⁻¹ etc., which run
+    into each other; the helpers label log axes 0.2, 0.3, ... instead."""
+    from robattr import viz
+
+    df = pd.DataFrame({"eps": [0.1, 0.2, 0.3, 0.5], "value": [1e-4, 3e-4, 1e-3, 2e-3]})
+    g = viz.metric_curves(df, hue=None, col=None, x_spacing="log", logy=True)
+    g.figure.canvas.draw()
+    ax = g.ax
+    labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_xticklabels(minor=True)
+              + ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
+    assert labels and not any("times" in s or "^" in s or "$" in s for s in labels)
+    assert {"0.2", "0.3"} <= set(labels)
+    g = viz.bound_ratio(deviations(), measured="dev", bound="T_e", log=True)
+    g.figure.canvas.draw()
+    labels = [t.get_text() for t in g.ax.get_xticklabels(minor=True) if t.get_text()]
+    assert not any("$" in s for s in labels)
+    g = viz.measured_vs_bound(deviations(), measured="dev", bound="T_e", log=True)
+    g.figure.canvas.draw()
+    labels = [t.get_text() for a in (g.ax.xaxis, g.ax.yaxis)
+              for t in a.get_ticklabels() + a.get_ticklabels(minor=True) if t.get_text()]
+    assert labels and not any("$" in s for s in labels)
