@@ -17,6 +17,9 @@ examples:
   robattr build --profile paper --executor ray --address auto     on a running Ray cluster
   robattr sweep example/digits_saliency -p epochs 2,5,15 -p arch mlp,cnn --jobs 2
 
+parameters: each notebook declares them in its parameters cell, one per line,
+            `name = default  # RULE | help` (robattr list shows them); a value that breaks
+            its rule, or an unknown name, is refused before papermill starts.
 profiles: quick (default: sklearn digits, small models, 2 CPU cores),
           paper (the papers' datasets and sample counts, a GPU), smoke (tests).
 environment: ROBATTR_DATA (datasets), ROBATTR_CACHE (model zoo; share it between
@@ -39,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="execute one notebook with parameters, then rebuild the HTML")
     run.add_argument("notebook", help="key (example/digits_saliency) or path of a notebook")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                     metavar=("NAME", "VALUE"), help="set a parameter (VALUE is read as YAML)")
+                     metavar=("NAME", "VALUE"),
+                     help="set a parameter (VALUE is read as YAML and checked against the rule "
+                          "the notebook declares for NAME before anything runs)")
     run.add_argument("--profile", default="quick", help="base parameters (default quick)")
     run.add_argument("-o", "--output", help="write the executed notebook here instead of the book")
     run.add_argument("--no-html", action="store_true", help="do not rebuild the HTML book")
