@@ -140,7 +140,7 @@ def load_profile(name: str) -> dict[str, Any]:
                 raise ParameterError(f"profile {name!r}: notebook {key!r} is set both in "
                                      f"{path.name} and in chapters/")
             notebooks[key] = params
-    return {"defaults": data.get("defaults") or {}, "notebooks": notebooks,
+    return {"name": path.stem, "defaults": data.get("defaults") or {}, "notebooks": notebooks,
             "resources": data.get("resources") or {}}
 
 
@@ -412,10 +412,22 @@ def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None 
     resources the profile gives it."""
     from robattr.executors import Job, shared_env
 
+    from robattr.verdicts import PROFILE_ENV
+
     res = resources(prof, nb.key)
+    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof)}
     return Job(name=name or nb.key, key=nb.key, source=nb.path.read_bytes(), params=params,
                output_name=output_name or nb.path.name, cpus=res["cpus"], gpus=res["gpus"],
-               env=shared_env())
+               env=env)
+
+
+def profile_label(nb: Notebook, params: dict[str, Any], prof: dict) -> str:
+    """How a run's claims name their profile: ``quick``, or ``quick, eps changed`` when
+    parameters differ from the profile's values."""
+    base = resolve(nb, prof)
+    changed = [k for k in params if params[k] != base.get(k)]
+    name = prof.get("name", "custom")
+    return f"{name}, {', '.join(changed)} changed" if changed else name
 
 
 def resources(prof: dict, key: str) -> dict[str, float]:
@@ -484,6 +496,9 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
     from robattr.executors import run_job
 
     if output is not None:
+        from robattr.verdicts import PROFILE_ENV
+
+        os.environ[PROFILE_ENV] = profile_label(nb, params, load_profile(profile))
         return execute(nb, params, Path(output), progress=progress)
     book_dir = root / "book"
     with _stamps_lock(book_dir):
@@ -495,8 +510,13 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
 
 
 def build_html(root: str | os.PathLike | None = None, *, log=print) -> Path:
-    """Run ``jupyter-book build`` on the project; return the path of ``index.html``."""
+    """Write the Verdicts page from the recorded claims (when the table of contents lists
+    it), run ``jupyter-book build`` on the project; return the path of ``index.html``."""
+    from robattr import verdicts_page
+
     root = project_root(root)
+    if (root / "_toc.yml").read_text().find(f"book/{Path(verdicts_page.PAGE).stem}") >= 0:
+        verdicts_page.write(root, log=log)
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(root),
            "--path-output", str(root / "book")]

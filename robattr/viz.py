@@ -57,11 +57,12 @@ VERDICT_COLORS = {
     "holds": "#4a9c5d",
     "holds partly": "#e3b23c",
     "does not hold": "#c8553d",
+    "inconclusive": "#7fa7c9",
     "not comparable": "#b8b8b8",
 }
 #: The short cell labels of :func:`verdict_heatmap` (the legend gives the full verdicts).
 _VERDICT_SHORT = {"holds": "holds", "holds partly": "partly", "does not hold": "fails",
-                  "not comparable": "n/c"}
+                  "inconclusive": "noise", "not comparable": "n/c"}
 
 
 def set_theme() -> None:

@@ -64,11 +64,17 @@ def test_compare_refuses_an_ambiguous_key():
     assert out.loc[out["r"] == "0.5", "paper"].item() == pytest.approx(0.0389)
 
 
-def test_claim_renders_a_known_verdict_and_refuses_others():
-    md = papers.claim("SG is more robust than SM", "holds", "AUC 1.2 vs 0.4.")
-    assert "holds" in md.data and "AUC 1.2" in md.data
-    with pytest.raises(ValueError, match="verdict"):
-        papers.claim("x", "maybe")
+def test_claim_renders_a_computed_verdict_and_refuses_a_literal_one():
+    from robattr import verdicts
+
+    verdicts.set_scale("digits", "cnn", 8)
+    v = verdicts.gap([0.5, 0.6, 0.7, 0.55], [0.1, 0.2, 0.15, 0.1], what="SG − SM")
+    md = papers.claim("SG is more robust than SM", v, "AUC 1.2 vs 0.4.")
+    assert "holds" in md.data and "AUC 1.2" in md.data and "SG − SM" in md.data
+    assert "digits 8×8, cnn, 8 images" in md.data
+    for literal in ("holds", "does not hold"):
+        with pytest.raises(TypeError, match="must come from a rule"):
+            papers.claim("x", literal)
 
 
 def test_record_appends_rows_to_the_results_file(tmp_path, monkeypatch):

@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from robattr.verdicts import VERDICTS, Verdict  # the verdicts a claim can carry
+
 __all__ = ["TABLES_DIR", "CITATIONS", "tables", "table", "compare", "claim", "VERDICTS"]
 
 TABLES_DIR = Path(__file__).parent / "tables"
@@ -36,15 +38,6 @@ CITATIONS = {
                "Unreliable Neural Networks: Locally Smoothing Perspective of Model "
                "Interpretation. CVPR 2021.",
 }
-
-#: The words a notebook may use for a claim, and how each is rendered.
-VERDICTS = {
-    "holds": "✅ holds",
-    "holds partly": "◐ holds partly",
-    "does not hold": "❌ does not hold",
-    "not comparable": "— not comparable",
-}
-
 
 def tables() -> list[str]:
     """The names of the transcribed tables, e.g. ``['joo2023_table1', ...]``."""
@@ -102,15 +95,36 @@ def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
     return out
 
 
-def claim(text: str, verdict: str, evidence: str = ""):
-    """A claim of the paper with our verdict, rendered as Markdown in a notebook.
+def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
+          unit: str | None = None):
+    """A claim of the paper with our verdict, rendered as Markdown and recorded.
 
-    ``verdict`` is one of :data:`VERDICTS` (holds, holds partly, does not hold, not
-    comparable); ``evidence`` says in a sentence which numbers decide it.
+    ``verdict`` must come from a rule of :mod:`robattr.verdicts` (a :class:`Verdict`: the
+    outcome and the sentence that states the rule and its numbers); a literal string is
+    refused. The line shows the scale set by :func:`robattr.verdicts.set_scale` (``n`` and
+    ``unit`` override it for this claim) and the profile. ``evidence`` adds a sentence.
+    The claim is recorded (metric ``claim``) beside the notebook's results, for the book's
+    Verdicts page, and carries an anchor ``claim-<i>`` that page links to.
     """
-    if verdict not in VERDICTS:
-        raise ValueError(f"verdict must be one of {list(VERDICTS)}, got {verdict!r}")
+    from dataclasses import replace
+
     from IPython.display import Markdown
 
+    from robattr import results
+    from robattr.verdicts import current_scale
+
+    if not isinstance(verdict, Verdict):
+        raise TypeError("a claim's verdict must come from a rule of robattr.verdicts (gap, "
+                        f"combine, exact, share, attack_effective), not {verdict!r}")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("a claim needs its text")
+    scale = current_scale()
+    scale = replace(scale, **{k: v for k, v in (("n", n), ("unit", unit)) if v is not None})
+    where = scale.text()
+    index = sum(r["metric"] == "claim" for r in results.rows()) + 1
+    results.record("claim", list(VERDICTS).index(verdict.verdict), text=text,
+                   verdict=verdict.verdict, rule=verdict.rule, scale=where,
+                   evidence=evidence, anchor=f"claim-{index}")
     tail = f" {evidence}" if evidence else ""
-    return Markdown(f"**Claim:** {text} — **{VERDICTS[verdict]}**.{tail}")
+    return Markdown(f'<span id="claim-{index}"></span>**Claim:** {text} — '
+                    f"**{VERDICTS[verdict.verdict]}** ({verdict.rule}; {where}).{tail}")

@@ -1,0 +1,240 @@
+"""Verdicts on the papers' claims, computed from a run's numbers by stated rules.
+
+A notebook never writes a verdict. It hands its numbers to a rule, and the rule returns a
+:class:`Verdict`: one of :data:`VERDICTS` with a sentence that states the rule and the
+numbers that decided it, uncertainty included. :func:`robattr.papers.claim` renders it
+with the run's scale (dataset and input size, model, how many images or cases, profile)
+and records it, so the book's Verdicts page lists every claim of a build.
+
+The rules (each can return every outcome it names; ``tests/test_verdicts.py`` reaches each):
+
+* :func:`gap`: paired values (one per image, seed or cell), "a is better than b": the
+  bootstrap interval of the mean difference decides holds / does not hold /
+  inconclusive (the interval holds 0);
+* :func:`combine`: several verdicts (cells of a table) into one: holds, holds partly,
+  does not hold, or inconclusive when most cells are;
+* :func:`exact`: an exact statement checked on ``n`` cases: holds with 0 violations,
+  does not hold otherwise;
+* :func:`share`: "at least a share ``p`` of the cases": the Wilson interval of the
+  observed share against ``p``;
+* :func:`attack_effective`: the guard of a robustness claim: when the attacked maps move
+  no more than under random noise of the same size, the attack is ineffective at this
+  scale and the claim is inconclusive, whatever the method.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["VERDICTS", "Verdict", "gap", "combine", "exact", "share", "attack_effective",
+           "Scale", "set_scale", "current_scale", "PROFILE_ENV"]
+
+#: The verdicts, and how each is rendered.
+VERDICTS = {
+    "holds": "✅ holds",
+    "holds partly": "◐ holds partly",
+    "does not hold": "❌ does not hold",
+    "inconclusive": "≈ inconclusive",
+    "not comparable": "— not comparable",
+}
+
+#: Set by the pipeline for the kernel: the profile a notebook runs in (``quick``,
+#: ``quick+2`` when two parameters differ from the profile's values).
+PROFILE_ENV = "ROBATTR_PROFILE"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A rule's outcome: ``verdict`` (a key of :data:`VERDICTS`) and ``rule``, one sentence
+    with the rule and the numbers (and their uncertainty) that decided it."""
+
+    verdict: str
+    rule: str
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {list(VERDICTS)}, got {self.verdict!r}")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _values(name: str, v) -> np.ndarray:
+    arr = np.asarray(v.detach().cpu() if hasattr(v, "detach") else v, dtype=float).ravel()
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: a verdict needs at least one value")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} holds non-finite values")
+    return arr
+
+
+def bootstrap_interval(d, *, level: float = 0.95, n_boot: int = 4000,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``d`` (resampling its entries)."""
+    d = _values("d", d)
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    if d.size == 1:
+        return float(d[0]), float(d[0])
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, d.size, size=(n_boot, d.size))].mean(1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def gap(a, b=0.0, *, higher_is_better: bool = True, level: float = 0.95,
+        min_effect: float = 0.0, what: str = "a − b", n_boot: int = 4000,
+        seed: int = 0) -> Verdict:
+    """"``a`` is better than ``b``", from paired values (one per image, seed or cell;
+    ``b`` may be a number). The mean difference (oriented so that > 0 is better) and its
+    bootstrap interval: above ``min_effect`` entirely → holds; below ``-min_effect``
+    entirely → does not hold; otherwise inconclusive (the effect is within the noise).
+    One pair gives no interval, hence no verdict but inconclusive."""
+    a = _values("a", a)
+    b = np.broadcast_to(_values("b", b), a.shape) if np.ndim(b) == 0 or np.size(b) == 1 \
+        else _values("b", b)
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must be paired (same length), got {a.size} and {b.size}")
+    if min_effect < 0:
+        raise ValueError(f"min_effect must be >= 0, got {min_effect!r}")
+    d = (a - b) if higher_is_better else (b - a)
+    mean = float(d.mean())
+    lo, hi = bootstrap_interval(d, level=level, n_boot=n_boot, seed=seed)
+    sign = "" if higher_is_better else " (lower is better, so b − a)"
+    where = (f"mean {what}{sign} = {_fmt(mean)}, {int(level * 100)} % bootstrap interval "
+             f"[{_fmt(lo)}, {_fmt(hi)}] over {a.size}")
+    if a.size >= 2 and lo > min_effect:
+        return Verdict("holds", f"{where}: above {_fmt(min_effect)}")
+    if a.size >= 2 and hi < -min_effect:
+        return Verdict("does not hold", f"{where}: the other way")
+    why = "a single pair has no interval" if a.size < 2 else "the interval holds no effect"
+    return Verdict("inconclusive", f"{where}: {why}")
+
+
+def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
+    """Several verdicts (the cells of a table) into one. Inconclusive when more than half
+    of the cells are; otherwise holds when every decided cell holds, does not hold when
+    none does, holds partly in between."""
+    verdicts = list(verdicts)
+    if not verdicts or not all(isinstance(v, Verdict) for v in verdicts):
+        raise ValueError("combine needs a non-empty list of Verdicts")
+    n = len(verdicts)
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
+    held = counts["holds"] + 0.5 * counts["holds partly"]
+    decided = n - counts["inconclusive"] - counts["not comparable"]
+    tally = (f"{counts['holds']} of {n} {what} hold, {counts['holds partly']} partly, "
+             f"{counts['does not hold']} do not, {counts['inconclusive']} inconclusive")
+    if counts["inconclusive"] > n / 2 or decided == 0:
+        return Verdict("inconclusive", f"{tally}: most cells are within the noise")
+    if counts["holds"] == decided:
+        return Verdict("holds", tally)
+    if held == 0:
+        return Verdict("does not hold", tally)
+    return Verdict("holds partly", tally)
+
+
+def exact(violations: int, n: int, *, what: str = "cases") -> Verdict:
+    """An exact statement checked on ``n`` cases: holds with 0 violations, else does not
+    hold (one counterexample refutes it)."""
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n must be an integer >= 1 (cases checked), got {n!r}")
+    if isinstance(violations, bool) or int(violations) != violations or not 0 <= violations <= n:
+        raise ValueError(f"violations must be an integer in [0, n], got {violations!r}")
+    tally = f"{int(violations)} violations in {int(n)} {what}"
+    return Verdict("holds" if violations == 0 else "does not hold", tally)
+
+
+def _wilson(k: int, n: int, level: float) -> tuple[float, float]:
+    from scipy.stats import norm
+
+    z = float(norm.ppf((1 + level) / 2))
+    p = k / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def share(k: int, n: int, *, at_least: float, level: float = 0.95,
+          what: str = "cases") -> Verdict:
+    """"At least a share ``at_least`` of the cases": ``k`` of ``n`` did. The Wilson
+    interval of ``k / n``: entirely at or above ``at_least`` → holds; entirely below →
+    does not hold; otherwise inconclusive."""
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if isinstance(k, bool) or int(k) != k or not 0 <= k <= n:
+        raise ValueError(f"k must be an integer in [0, n], got {k!r}")
+    if not 0 < at_least <= 1:
+        raise ValueError(f"at_least must be in (0, 1], got {at_least!r}")
+    lo, hi = _wilson(int(k), int(n), level)
+    where = (f"{int(k)} of {int(n)} {what} ({_fmt(k / n)}), {int(level * 100)} % Wilson "
+             f"interval [{_fmt(lo)}, {_fmt(hi)}] against {_fmt(at_least)}")
+    if lo >= at_least:
+        return Verdict("holds", where)
+    if hi < at_least:
+        return Verdict("does not hold", where)
+    return Verdict("inconclusive", where)
+
+
+def attack_effective(attacked, random, *, level: float = 0.95, n_boot: int = 4000,
+                     seed: int = 0) -> Verdict | None:
+    """The guard of a robustness claim. ``attacked`` and ``random`` are how far the maps
+    moved (paired per image; larger = moved more) under the attack and under random noise
+    of the same size. ``None`` when the attack moved them significantly more (go on with
+    the claim's own rule); otherwise an inconclusive verdict saying the attack is
+    ineffective at this scale."""
+    v = gap(attacked, random, level=level, what="attacked − random change", n_boot=n_boot,
+            seed=seed)
+    if v.verdict == "holds":
+        return None
+    return Verdict("inconclusive", f"the attack is ineffective at this scale ({v.rule})")
+
+
+# --------------------------------------------------------------------------- scale
+@dataclass(frozen=True)
+class Scale:
+    """Where a verdict comes from: dataset and input size, model, how many items."""
+
+    dataset: str = ""
+    model: str = ""
+    n: int | None = None
+    unit: str = "images"
+
+    def text(self, profile: str | None = None) -> str:
+        from robattr import catalog
+
+        parts = []
+        if self.dataset:
+            shape = catalog.SHAPES.get(self.dataset)
+            size = f" {shape[1]}×{shape[2]}" if shape else ""
+            parts.append(f"{self.dataset}{size}")
+        if self.model:
+            parts.append(self.model)
+        if self.n is not None:
+            parts.append(f"{self.n} {self.unit}")
+        profile = profile or os.environ.get(PROFILE_ENV)
+        parts.append(f"profile {profile}" if profile else "run outside the pipeline")
+        return ", ".join(parts)
+
+
+_SCALE = [Scale()]
+
+
+def set_scale(dataset: str = "", model: str = "", n: int | None = None,
+              unit: str = "images") -> Scale:
+    """The scale every later claim of this notebook shows (one call in the setup cell);
+    a claim may override ``n`` or ``unit``."""
+    if n is not None and (isinstance(n, bool) or int(n) != n or n < 1):
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    _SCALE[0] = Scale(str(dataset), str(model), None if n is None else int(n), unit)
+    return _SCALE[0]
+
+
+def current_scale() -> Scale:
+    return _SCALE[0]
+

@@ -1,0 +1,129 @@
+"""The book's Verdicts page, written at build time from the claims the notebooks recorded.
+
+Every :func:`robattr.papers.claim` is recorded (metric ``claim``) in its notebook's
+results CSV. Before jupyter-book runs, :func:`write` gathers them from
+``book/**/*.results.csv`` into ``book/verdicts.md``: one table per paper (claim, verdict,
+the rule with its numbers, the scale, a link to the claim in its notebook) and a figure
+counting the verdicts per paper (``book/verdicts_counts.png``). Both files are build
+outputs, like the executed notebooks.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+__all__ = ["PAGE", "FIGURE", "collect", "write"]
+
+PAGE = "verdicts.md"
+FIGURE = "verdicts_counts.png"
+_GROUPS = {"crosspaper": "Across the papers (the cross-paper matrix)",
+           "example": "Worked examples"}
+
+
+def collect(book_dir: Path):
+    """Every recorded claim under ``book_dir`` as a DataFrame (one row per claim, with the
+    notebook ``key`` and the ``chapter``), in notebook order."""
+    import pandas as pd
+
+    from robattr import results
+
+    frames = []
+    for csv in sorted(Path(book_dir).rglob("*.results.csv")):
+        if "_build" in csv.parts:
+            continue
+        df = results.read(csv)
+        if "metric" not in df or not (df["metric"] == "claim").any():
+            continue
+        df = df[df["metric"] == "claim"].copy()
+        key = csv.relative_to(book_dir).as_posix().removesuffix(".results.csv")
+        df["key"], df["chapter"] = key, key.split("/")[0]
+        frames.append(df)
+    cols = ["chapter", "key", "text", "verdict", "rule", "scale", "evidence", "anchor"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(frames, ignore_index=True)
+    for c in cols:
+        if c not in out:
+            out[c] = ""
+    return out[cols].fillna("")
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _figure(claims, path: Path) -> None:
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    from robattr.verdicts import VERDICTS
+    from robattr.viz import VERDICT_COLORS, theme
+
+    order = [c for c in dict.fromkeys(claims["chapter"])]
+    with theme():
+        fig = Figure(figsize=(1.3 * len(order) + 3, 3.2))
+        ax = fig.subplots()
+        sns.countplot(data=claims, x="chapter", hue="verdict", order=order,
+                      hue_order=[v for v in VERDICTS if v in set(claims["verdict"])],
+                      palette=VERDICT_COLORS, ax=ax)
+        ax.set_xlabel("chapter")
+        ax.set_ylabel("claims")
+        ax.set_title("Verdicts per chapter in this build")
+        ax.legend(title="verdict", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+
+
+def write(root: Path, log=print) -> Path:
+    """Write ``book/verdicts.md`` (and its figure) from the recorded claims."""
+    from robattr.papers import CITATIONS
+    from robattr.verdicts import VERDICTS
+
+    book_dir = Path(root) / "book"
+    claims = collect(book_dir)
+    stamps_path = book_dir / ".robattr-stamps.json"
+    stamps = json.loads(stamps_path.read_text()) if stamps_path.exists() else {}
+    lines = [
+        "(verdicts)=",
+        "# Verdicts: where each paper stands in this build",
+        "",
+        "Every claim the notebooks test, as this build decided it. A verdict is never written",
+        "by hand: each comes from a rule in `robattr.verdicts` applied to the run's numbers,",
+        "with its uncertainty (a bootstrap interval over images, a Wilson interval over cases,",
+        "or a count of violations), and the line says which. **Inconclusive** means the effect",
+        "is within that noise, or the attack did not move the maps more than random noise of",
+        "the same size. The scale column says what data, model and how many items produced",
+        "the verdict; a verdict on 8×8 digits is a verdict on 8×8 digits.",
+        "",
+    ]
+    if claims.empty:
+        lines += ["No notebook of this build has recorded a claim yet.", ""]
+    else:
+        _figure(claims, book_dir / FIGURE)
+        counts = claims["verdict"].value_counts()
+        summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
+        lines += [f"This build recorded {len(claims)} claims: {summary}.", "",
+                  f"![Verdicts per chapter]({FIGURE})", ""]
+        for chapter, group in claims.groupby("chapter", sort=False):
+            title = CITATIONS.get(chapter, _GROUPS.get(chapter, chapter))
+            lines += [f"## {chapter}", "", f"*{title}*", "",
+                      "| claim | verdict | rule and numbers | scale | where |",
+                      "|---|---|---|---|---|"]
+            for _, r in group.iterrows():
+                link = f'<a href="{r["key"]}.html#{r["anchor"]}">{r["key"]}</a>'
+                lines.append(f"| {_cell(r['text'])} | {VERDICTS.get(r['verdict'], r['verdict'])} "
+                             f"| {_cell(r['rule'])} | {_cell(r['scale'])} | {link} |")
+            lines.append("")
+    timed = {k: v.get("seconds") for k, v in stamps.items() if v.get("seconds") is not None}
+    if timed:
+        lines += ["## Run time of each notebook", "",
+                  "Seconds of the last successful run of each page in this book folder, and "
+                  "the profile it ran in.", "",
+                  "| notebook | seconds | profile |", "|---|---|---|"]
+        for key in sorted(timed):
+            lines.append(f"| {{doc}}`{key}` | {timed[key]:.0f} | {stamps[key].get('profile', '')} |")
+        lines.append("")
+    page = book_dir / PAGE
+    page.write_text("\n".join(lines))
+    log(f"verdicts page: {len(claims)} claims")
+    return page
