@@ -216,7 +216,8 @@ class Scale:
         if self.model:
             parts.append(self.model)
         if self.n is not None:
-            parts.append(f"{self.n} {self.unit}")
+            unit = self.unit[:-1] if self.n == 1 and self.unit.endswith("s") else self.unit
+            parts.append(f"{self.n} {unit}")
         profile = profile or os.environ.get(PROFILE_ENV)
         parts.append(f"profile {profile}" if profile else "run outside the pipeline")
         return ", ".join(parts)

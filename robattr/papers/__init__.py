@@ -96,13 +96,13 @@ def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
 
 
 def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
-          unit: str | None = None):
+          unit: str | None = None, dataset: str | None = None, model: str | None = None):
     """A claim of the paper with our verdict, rendered as Markdown and recorded.
 
     ``verdict`` must come from a rule of :mod:`robattr.verdicts` (a :class:`Verdict`: the
     outcome and the sentence that states the rule and its numbers); a literal string is
-    refused. The line shows the scale set by :func:`robattr.verdicts.set_scale` (``n`` and
-    ``unit`` override it for this claim) and the profile. ``evidence`` adds a sentence.
+    refused. The line shows the scale set by :func:`robattr.verdicts.set_scale` (``n``,
+    ``unit``, ``dataset`` and ``model`` override it for this claim) and the profile. ``evidence`` adds a sentence.
     The claim is recorded (metric ``claim``) beside the notebook's results, for the book's
     Verdicts page, and carries an anchor ``claim-<i>`` that page links to.
     """
@@ -119,7 +119,8 @@ def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = No
     if not isinstance(text, str) or not text.strip():
         raise ValueError("a claim needs its text")
     scale = current_scale()
-    scale = replace(scale, **{k: v for k, v in (("n", n), ("unit", unit)) if v is not None})
+    scale = replace(scale, **{k: v for k, v in (("n", n), ("unit", unit), ("dataset", dataset),
+                                                ("model", model)) if v is not None})
     where = scale.text()
     index = sum(r["metric"] == "claim" for r in results.rows()) + 1
     results.record("claim", list(VERDICTS).index(verdict.verdict), text=text,
