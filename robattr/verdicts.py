@@ -11,8 +11,8 @@ The rules (each can return every outcome it names; ``tests/test_verdicts.py`` re
 * :func:`gap`: paired values (one per image, seed or cell), "a is better than b": the
   bootstrap interval of the mean difference decides holds / does not hold /
   inconclusive (the interval holds 0);
-* :func:`combine`: several verdicts (cells of a table) into one: holds, holds partly,
-  does not hold, or inconclusive when most cells are;
+* :func:`combine`: several verdicts (cells of a table) into one: holds when every cell
+  holds, holds partly, does not hold, or inconclusive when most cells are;
 * :func:`exact`: an exact statement checked on ``n`` cases: holds with 0 violations,
   does not hold otherwise;
 * :func:`share`: "at least a share ``p`` of the cases": the Wilson interval of the
@@ -117,23 +117,23 @@ def gap(a, b=0.0, *, higher_is_better: bool = True, level: float = 0.95,
 
 
 def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
-    """Several verdicts (the cells of a table) into one. Inconclusive when more than half
-    of the cells are; otherwise holds when every decided cell holds, does not hold when
-    none does, holds partly in between."""
+    """Several verdicts (the cells of a table) into one. Holds only when every cell holds;
+    does not hold when no cell holds and some fail; inconclusive when more than half of
+    the cells are; holds partly otherwise (some cells hold, others fail or stay within the
+    noise)."""
     verdicts = list(verdicts)
     if not verdicts or not all(isinstance(v, Verdict) for v in verdicts):
         raise ValueError("combine needs a non-empty list of Verdicts")
     n = len(verdicts)
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
-    held = counts["holds"] + 0.5 * counts["holds partly"]
-    decided = n - counts["inconclusive"] - counts["not comparable"]
+    some_hold = counts["holds"] + counts["holds partly"] > 0
     tally = (f"{counts['holds']} of {n} {what} hold, {counts['holds partly']} partly, "
              f"{counts['does not hold']} do not, {counts['inconclusive']} inconclusive")
-    if counts["inconclusive"] > n / 2 or decided == 0:
-        return Verdict("inconclusive", f"{tally}: most cells are within the noise")
-    if counts["holds"] == decided:
+    if counts["holds"] == n:
         return Verdict("holds", tally)
-    if held == 0:
+    if counts["inconclusive"] + counts["not comparable"] > n / 2:
+        return Verdict("inconclusive", f"{tally}: most cells are within the noise")
+    if not some_hold:
         return Verdict("does not hold", tally)
     return Verdict("holds partly", tally)
 
@@ -216,7 +216,9 @@ class Scale:
         if self.model:
             parts.append(self.model)
         if self.n is not None:
-            unit = self.unit[:-1] if self.n == 1 and self.unit.endswith("s") else self.unit
+            unit = self.unit
+            if self.n == 1 and unit.isalpha():       # one word: "1 image", "1 class"
+                unit = unit[:-2] if unit.endswith("sses") else unit.removesuffix("s")
             parts.append(f"{self.n} {unit}")
         profile = profile or os.environ.get(PROFILE_ENV)
         parts.append(f"profile {profile}" if profile else "run outside the pipeline")

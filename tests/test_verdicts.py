@@ -44,8 +44,11 @@ def test_gap_refuses_what_it_cannot_judge():
 
 def test_combine_reaches_every_outcome():
     h, p, f, i = (Verdict(v, "") for v in ("holds", "holds partly", "does not hold", "inconclusive"))
-    assert verdicts.combine([h, h, i]).verdict == "holds"
+    assert verdicts.combine([h, h, h]).verdict == "holds"
+    assert verdicts.combine([h, h, i]).verdict == "holds partly"   # one cell within the noise
+    assert verdicts.combine([h, i]).verdict == "holds partly"
     assert verdicts.combine([f, f, i]).verdict == "does not hold"
+    assert verdicts.combine([f, i, i]).verdict == "inconclusive"
     assert verdicts.combine([h, f, h]).verdict == "holds partly"
     assert verdicts.combine([p, h]).verdict == "holds partly"
     assert verdicts.combine([i, i, h]).verdict == "inconclusive"
@@ -72,6 +75,12 @@ def test_attack_effective_guards_robustness_claims():
     assert verdicts.attack_effective(rand + 0.3, rand) is None
     v = verdicts.attack_effective(rand + rng.normal(scale=0.001, size=30), rand)
     assert v.verdict == "inconclusive" and "ineffective" in v.rule
+
+
+def test_the_scale_says_one_image_and_one_class():
+    assert verdicts.Scale("digits", "cnn", 1, "images").text("quick") == "digits 8×8, cnn, 1 image, profile quick"
+    assert verdicts.Scale(n=1, unit="classes").text("quick") == "1 class, profile quick"
+    assert verdicts.Scale(n=2, unit="classes").text("quick") == "2 classes, profile quick"
 
 
 def test_claims_are_recorded_with_scale_and_profile(tmp_path, monkeypatch):
