@@ -182,7 +182,8 @@ def metrics_000(map0: torch.Tensor, map1: torch.Tensor, k: int) -> dict[str, tor
 def attack_eval_000(model: nn.Module, x: torch.Tensor, *, attack: str, method: str,
                     eps_list, k: int, steps: int = 50, surrogate_beta=None,
                     methods: dict | None = None, eval_methods=None, seed: int = 0,
-                    progress: bool = False, target=None, step_size: float | None = None):
+                    progress: bool = False, target=None, step_size: float | None = None,
+                    per_image: bool = False, random_baseline: bool = False):
     """000's protocol (Tables 2-6) for one attacked method: for each ε of ``eps_list``
     (ℓ∞, pixel units) attack ``method`` (a key of ``methods``, default
     :data:`METHODS_000`) with ``attack`` = ``"topk"`` (Ghorbani et al., original top-k
@@ -193,11 +194,17 @@ def attack_eval_000(model: nn.Module, x: torch.Tensor, *, attack: str, method: s
     for both maps. The label constraint is on. ``target`` is the explained class (default:
     the model's prediction, 000's protocol); ``step_size`` is the attack's (default: that of
     :mod:`robattr.attacks`). Returns a pandas DataFrame with columns
-    ``method, metric, eps, value`` (the mean over images).
+    ``method, metric, eps, value`` (the mean over images). ``per_image=True`` keeps one row
+    per image instead (an ``image`` column; a verdict needs the spread over images).
+    ``random_baseline=True`` also evaluates random ℓ∞ noise of the same size (``±ε`` on
+    every pixel, :func:`robattr.attacks.random_perturbation` with ``linf="vertices"``), the
+    baseline of :func:`robattr.verdicts.attack_effective`: a ``source`` column says
+    ``"attack"`` or ``"random"``.
     """
     import pandas as pd
 
-    from robattr.attacks import mass_center_attack, targeted_attack, topk_attack
+    from robattr.attacks import (mass_center_attack, random_perturbation, targeted_attack,
+                                 topk_attack)
     from robattr.bounds.geometry import _check_x
 
     methods = dict(METHODS_000 if methods is None else methods)
@@ -229,10 +236,21 @@ def attack_eval_000(model: nn.Module, x: torch.Tensor, *, attack: str, method: s
             res = targeted_attack(model, x, target, target_map=tmap, eps=eps, **common)
         else:
             res = mass_center_attack(model, x, target, eps=eps, **common)
+        moved = [("attack", res.x_adv)]
+        if random_baseline:
+            moved.append(("random", random_perturbation(x, eps=eps, norm="linf",
+                                                        linf="vertices", seed=seed)))
         for m in eval_methods:
-            adv = attribution_map_000(*methods[m], model, res.x_adv, target, seed)
-            for metric, val in metrics_000(clean[m], adv, k).items():
-                rows.append(dict(method=m, metric=metric, eps=eps, value=val.mean().item()))
+            for source, xs in moved:
+                adv = attribution_map_000(*methods[m], model, xs, target, seed)
+                for metric, val in metrics_000(clean[m], adv, k).items():
+                    tag = {"source": source} if random_baseline else {}
+                    if per_image:
+                        rows += [dict(method=m, metric=metric, eps=eps, **tag, image=i, value=v)
+                                 for i, v in enumerate(val.tolist())]
+                    else:
+                        rows.append(dict(method=m, metric=metric, eps=eps, **tag,
+                                         value=val.mean().item()))
     return pd.DataFrame(rows)
 
 

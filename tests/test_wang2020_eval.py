@@ -155,6 +155,35 @@ def test_default_target_is_the_prediction():
     assert not a.equals(attack_eval_000(model, x, target=(pred + 1) % 10, **kw))
 
 
+def test_per_image_rows_average_to_the_table_and_random_noise_sits_on_the_vertices():
+    """per_image keeps one row per image whose mean is the default (mean) frame; the random
+    baseline evaluates ±eps noise, the same maps as attack_effective compares."""
+    model = tiny_cnn(3)
+    x = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(5)) * 0.5 + 0.25
+    kw = dict(attack="topk", method="SM", eps_list=[4 / 255, 8 / 255], k=4, steps=2,
+              surrogate_beta=10.0, methods=small_methods())
+    mean = attack_eval_000(model, x, **kw)
+    per = attack_eval_000(model, x, per_image=True, random_baseline=True, **kw)
+    assert set(per.source) == {"attack", "random"} and set(per.image) == {0, 1, 2}
+    attacked = per[per.source == "attack"].groupby(["method", "metric", "eps"], as_index=False)["value"].mean()
+    merged = mean.merge(attacked, on=["method", "metric", "eps"], suffixes=("", "_img"))
+    assert len(merged) == len(mean) and np.allclose(merged.value, merged.value_img, atol=1e-6)
+    # the random rows: SM of x plus ±eps noise, recomputed here independently
+    from robattr.attacks import random_perturbation
+    from robattr.evaluate import attribution_map_000, metrics_000
+
+    eps = 8 / 255
+    xr = random_perturbation(x, eps=eps, norm="linf", linf="vertices", seed=0)
+    assert torch.allclose((xr - x).abs(), torch.full_like(x, eps), atol=1e-6)
+    with torch.no_grad():
+        pred = model(x).argmax(1)
+    name, opts = small_methods()["SM"]
+    want = metrics_000(attribution_map_000(name, opts, model, x, pred, 0),
+                       attribution_map_000(name, opts, model, xr, pred, 0), 4)["cosd"]
+    got = per[(per.source == "random") & (per.metric == "cosd") & (per.eps == eps)]
+    assert np.allclose(got.sort_values("image").value, want.numpy(), atol=1e-6)
+
+
 def test_attack_eval_refuses_bad_input():
     model, x = tiny_cnn(), torch.rand(2, 1, 8, 8)
     kw = dict(eps_list=[4 / 255], k=4, steps=1, methods=small_methods())
