@@ -17,7 +17,9 @@ Submodules (imported on first use, so ``import robattr`` stays cheap):
 ``executors``     where notebook runs execute: here, worker processes, a Ray cluster
 ``sweep``         one notebook over a grid of parameter values, results as one CSV
 ``results``       scalars a notebook records, kept next to the executed notebook
-``papers``        citations and the papers' printed tables, our-vs-paper helpers
+``papers``        citations and the papers' printed tables, our-vs-paper helpers, ``claim``
+``verdicts``      rules that compute a claim's verdict (uncertainty, scale)
+``verdicts_page`` the book's Verdicts page, from the recorded claims
 ``viz``           heatmaps and tables for the book
 """
 from __future__ import annotations
@@ -29,7 +31,8 @@ __version__ = "0.1.0"
 _SUBMODULES = {
     "attacks", "attributions", "bounds", "catalog", "data", "evaluate", "executors", "metrics", "models",
     "papers",
-    "params", "pipeline", "results", "sweep", "train", "utils", "viz", "zoo",
+    "params", "pipeline", "results", "sweep", "train", "utils", "verdicts", "verdicts_page", "viz",
+    "zoo",
 }
 
 __all__ = sorted(_SUBMODULES | {"__version__", "check_params", "get_device", "seed_everything"})
