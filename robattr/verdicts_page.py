@@ -55,6 +55,7 @@ def _cell(text: str) -> str:
 def _figure(claims, path: Path) -> None:
     import seaborn as sns
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     from robattr.verdicts import VERDICTS
     from robattr.viz import VERDICT_COLORS, theme
@@ -68,6 +69,7 @@ def _figure(claims, path: Path) -> None:
                       palette=VERDICT_COLORS, ax=ax)
         ax.set_xlabel("chapter")
         ax.set_ylabel("claims")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title("Verdicts per chapter in this build")
         ax.legend(title="verdict", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
         fig.tight_layout()
