@@ -245,8 +245,7 @@ class Rule:
             ok, v = self._coerce_alt(alt, value)
             if not ok:
                 continue
-            found = self._list_violations(alt, v, values) if isinstance(alt, _List) \
-                else alt.violations(v, values)
+            found = _violations(alt, v, values)
             if not found:
                 return v
             problems += found
@@ -599,11 +598,13 @@ def bad_examples(param: Parameter) -> list[Any]:
     return out
 
 
+def _violations(alt, v, values: dict[str, Any]) -> list[str]:
+    """The conditions of one alternative that a (coerced) value breaks; bounds naming a
+    parameter missing from ``values`` are skipped."""
+    return Rule._list_violations(alt, v, values) if isinstance(alt, _List) \
+        else alt.violations(v, values)
+
+
 def _accepts(alt, value) -> bool:
     ok, v = Rule._coerce_alt(alt, value)
-    if not ok:
-        return False
-    found = Rule._list_violations(alt, v, {}) if isinstance(alt, _List) else [
-        p for op, b in alt.constraints if b.number is not None and not _OPS[op](v, b.number)
-        for p in [op]]
-    return not found
+    return ok and not _violations(alt, v, {})
