@@ -711,6 +711,8 @@ def training_step_seconds(model: nn.Module, x: torch.Tensor, y, *, method: str |
         value, _ = loss(m, x, y)
         value.backward()
         m.zero_grad(set_to_none=True)
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)     # CUDA runs asynchronously: time the work, not its launch
         if i:
             times.append(time.perf_counter() - t0)
     return float(np.median(times))

@@ -6,9 +6,10 @@ import numpy as _np
 
 def _arr(name: str, v, *, low: float | None = None, strict: bool = False,
          high: float | None = None, high_strict: bool = False) -> _np.ndarray:
-    """``v`` as a float array, with a ValueError naming ``name`` on NaN or out-of-range."""
+    """``v`` (a number, an array or a tensor on any device) as a float array, with a
+    ValueError naming ``name`` on NaN or out-of-range."""
     try:
-        a = _np.asarray(v, dtype=float)
+        a = _np.asarray(v.detach().cpu() if hasattr(v, "detach") else v, dtype=float)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number or an array of numbers, got {v!r}") from None
     if _np.isnan(a).any():

@@ -151,8 +151,8 @@ def center_smoothing_certificate(f, x, eps, *, sigma: float, distance: str = "co
         outs = []
         for s in range(0, n, batch_size):
             m = min(batch_size, n - s)
-            noise = torch.randn((m,) + tuple(x.shape), generator=generator, device=x.device,
-                                dtype=x.dtype) * sigma
+            noise = torch.randn((m,) + tuple(x.shape), generator=generator,
+                                device=generator.device, dtype=x.dtype).to(x.device) * sigma
             outs.append(f(x.unsqueeze(0) + noise).detach())
         return torch.cat(outs)
 

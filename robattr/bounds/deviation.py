@@ -235,7 +235,7 @@ def dense_jacobian(fn: Callable, x: torch.Tensor, *, max_bytes: float = 2 ** 31,
 def _lanczos(ops: JacobianOps, x: torch.Tensor, tol: float, max_iter: int, gen):
     n, d = x.shape[0], x[0].numel()
     dt = torch.float64
-    q = torch.randn(x.shape, generator=gen, dtype=x.dtype, device="cpu").to(x.device)
+    q = torch.randn(x.shape, generator=gen, dtype=x.dtype, device=gen.device).to(x.device)
     q = q.reshape(n, d).to(dt)
     q = q / q.norm(dim=1, keepdim=True)
     Q = [q]
@@ -276,7 +276,7 @@ def _lanczos(ops: JacobianOps, x: torch.Tensor, tol: float, max_iter: int, gen):
 
 def _power(ops: JacobianOps, x: torch.Tensor, tol: float, max_iter: int, gen):
     n, d = x.shape[0], x[0].numel()
-    v = torch.randn(x.shape, generator=gen, dtype=x.dtype, device="cpu").to(x.device)
+    v = torch.randn(x.shape, generator=gen, dtype=x.dtype, device=gen.device).to(x.device)
     v = v.reshape(n, d).double()
     v = v / v.norm(dim=1, keepdim=True)
     lam = torch.zeros(n, dtype=torch.float64, device=x.device)
