@@ -11,6 +11,8 @@ Submodules (imported on first use, so ``import robattr`` stays cheap):
 ``metrics``       similarity and faithfulness metrics, batched
 ``attacks``       PGD and attacks on attributions
 ``bounds``        the papers' bounds and certificates
+``precision``     full fp32 on CUDA by default; TF32 / bf16 on request
+``memory``        probes of what autograd keeps for backward
 ``params``        notebook parameters: rules declared in the parameters cell, checked
 ``pipeline``      papermill + jupyter-book build, profiles
 ``evaluate``      each paper's headline evaluation as one function (the cross-paper matrix)
@@ -29,9 +31,9 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "attacks", "attributions", "bounds", "catalog", "data", "evaluate", "executors", "metrics", "models",
+    "attacks", "attributions", "bounds", "catalog", "data", "evaluate", "executors", "memory", "metrics", "models",
     "papers",
-    "params", "pipeline", "results", "sweep", "train", "utils", "verdicts", "verdicts_page", "viz",
+    "params", "precision", "pipeline", "results", "sweep", "train", "utils", "verdicts", "verdicts_page", "viz",
     "zoo",
 }
 

@@ -8,7 +8,8 @@ check that the sizes agree with what :func:`robattr.data.info` and
 """
 from __future__ import annotations
 
-__all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "SHAPES", "NUM_CLASSES", "TEST_SIZES"]
+__all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "SHAPES", "NUM_CLASSES", "TEST_SIZES",
+           "PRECISIONS"]
 
 #: Datasets :func:`robattr.data.load` knows by name (any other value is an ImageFolder path).
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "flowers102")
@@ -29,3 +30,6 @@ NUM_CLASSES = {"digits": 10, "mnist": 10, "fashion_mnist": 10, "cifar10": 10, "f
 #: Images in the test split (digits: robattr's stratified 20 % split of sklearn's 1797).
 TEST_SIZES = {"digits": 360, "mnist": 10000, "fashion_mnist": 10000, "cifar10": 10000,
               "flowers102": 6149}
+
+#: process-wide precision modes on CUDA (robattr.precision; a profile's ``precision:``)
+PRECISIONS = ("fp32", "tf32")

@@ -31,7 +31,7 @@ __all__ = ["Job", "JobResult", "run_job", "run_jobs", "EXECUTORS", "SHARED_ENV"]
 
 EXECUTORS = ("local", "ray")
 #: Environment variables a job carries to the process that runs it.
-SHARED_ENV = ("ROBATTR_CACHE", "ROBATTR_DATA", "ROBATTR_ZOO_LOCK_STALE")
+SHARED_ENV = ("ROBATTR_CACHE", "ROBATTR_DATA", "ROBATTR_ZOO_LOCK_STALE", "ROBATTR_PRECISION")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from typing import Any, Iterable
 import yaml
 
 from robattr import __version__
+from robattr.catalog import PRECISIONS
 from robattr.params import Parameter, ParameterError, check_values, coerce, read_cell, read_yaml
 
 __all__ = [
@@ -124,9 +125,12 @@ def load_profile(name: str) -> dict[str, Any]:
         raise ParameterError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)} "
                              "(or a path to a .yml file)")
     data = read_yaml(path.read_text()) or {}
-    unknown = set(data) - {"defaults", "notebooks", "description", "resources"}
+    unknown = set(data) - {"defaults", "notebooks", "description", "resources", "precision"}
     if unknown:
         raise ParameterError(f"profile {name!r}: unknown sections {sorted(unknown)}")
+    if data.get("precision", "fp32") not in PRECISIONS:
+        raise ParameterError(f"profile {name!r}: precision must be one of "
+                             f"{', '.join(PRECISIONS)}, got {data['precision']!r}")
     for pattern, spec in (data.get("resources") or {}).items():
         bad = set(spec or {}) - {"cpus", "gpus"}
         if bad or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0
@@ -141,7 +145,7 @@ def load_profile(name: str) -> dict[str, Any]:
                                      f"{path.name} and in chapters/")
             notebooks[key] = params
     return {"name": path.stem, "defaults": data.get("defaults") or {}, "notebooks": notebooks,
-            "resources": data.get("resources") or {}}
+            "resources": data.get("resources") or {}, "precision": data.get("precision")}
 
 
 def _chapter_entries(profile: str) -> dict[str, dict]:
@@ -238,10 +242,12 @@ def _package_hash() -> str:
     return h.hexdigest()
 
 
-def stamp(nb: Notebook, params: dict[str, Any]) -> str:
-    """What an executed notebook depends on: its source, parameters and the package."""
+def stamp(nb: Notebook, params: dict[str, Any], precision: str = "fp32") -> str:
+    """What an executed notebook depends on: its source, parameters, the precision on
+    CUDA (:func:`effective_precision`) and the package."""
     h = hashlib.sha256(nb.path.read_bytes())
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
+    h.update(precision.encode())
     h.update(_package_hash().encode())
     return h.hexdigest()
 
@@ -376,7 +382,8 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
         stamps = _read_stamps(book_dir)
         for nb, params in plan:
             if not force and nb.output(book_dir).exists() \
-                    and stamps.get(nb.key, {}).get("stamp") == stamp(nb, params):
+                    and stamps.get(nb.key, {}).get("stamp") \
+                    == stamp(nb, params, effective_precision(prof)):
                 report.skipped.append(nb.key)
                 continue
             todo[nb.key] = (nb, params)
@@ -415,10 +422,24 @@ def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None 
     from robattr.verdicts import PROFILE_ENV
 
     res = resources(prof, nb.key)
-    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof)}
+    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof), **precision_env(prof)}
     return Job(name=name or nb.key, key=nb.key, source=nb.path.read_bytes(), params=params,
                output_name=output_name or nb.path.name, cpus=res["cpus"], gpus=res["gpus"],
                env=env)
+
+
+def precision_env(prof: dict) -> dict[str, str]:
+    """``{ROBATTR_PRECISION: mode}`` when the profile sets ``precision:`` (``fp32`` or
+    ``tf32``, see :mod:`robattr.precision`), else nothing: the kernel inherits the
+    caller's environment, and robattr's default is full fp32."""
+    return {"ROBATTR_PRECISION": prof["precision"]} if prof.get("precision") else {}
+
+
+def effective_precision(prof: dict) -> str:
+    """The precision a notebook runs with: the profile's ``precision:``, else
+    ``$ROBATTR_PRECISION``, else ``fp32``."""
+    return prof.get("precision") or os.environ.get("ROBATTR_PRECISION", "").strip().lower() \
+        or "fp32"
 
 
 def profile_label(nb: Notebook, params: dict[str, Any], prof: dict) -> str:
@@ -481,7 +502,9 @@ def _into_book(nb: Notebook, params: dict[str, Any], res, book_dir: Path,
         _write_result(res, out)
         stamps = _read_stamps(book_dir)
         if res.ok:
-            stamps[nb.key] = {"stamp": stamp(nb, params), "params": params, "profile": profile,
+            precision = effective_precision(load_profile(profile))
+            stamps[nb.key] = {"stamp": stamp(nb, params, precision), "params": params,
+                              "profile": profile, "precision": precision,
                               "seconds": round(res.seconds, 1)}
         else:
             stamps.pop(nb.key, None)
@@ -498,7 +521,9 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
     if output is not None:
         from robattr.verdicts import PROFILE_ENV
 
-        os.environ[PROFILE_ENV] = profile_label(nb, params, load_profile(profile))
+        prof = load_profile(profile)
+        os.environ[PROFILE_ENV] = profile_label(nb, params, prof)
+        os.environ.update(precision_env(prof))
         return execute(nb, params, Path(output), progress=progress)
     book_dir = root / "book"
     with _stamps_lock(book_dir):

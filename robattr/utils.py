@@ -9,6 +9,8 @@ import random
 import numpy as np
 import torch
 
+from robattr import precision as _precision  # noqa: F401  (applies the precision policy)
+
 __all__ = ["get_device", "seed_everything", "make_generator", "cache_dir", "check_int",
            "check_number", "check_eps"]
 

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from robattr import precision
 from robattr.utils import cache_dir, check_int, check_number, get_device, seed_everything
 
 __all__ = [
@@ -313,6 +314,7 @@ def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
         "device": str(dev),
         "device_name": (torch.cuda.get_device_name(dev) if dev.type == "cuda"
                         else platform.processor() or platform.machine()),
+        "precision": precision.get() if dev.type == "cuda" else "fp32",   # robattr.precision
         "torch_version": torch.__version__,
         "robattr_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

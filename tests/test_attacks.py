@@ -255,6 +255,21 @@ def test_model_state_is_restored(trained):
     assert all(p.grad is None for p in model.parameters())
 
 
+def test_a_seeded_attack_through_ball_smoothed_ignores_the_global_rng(trained):
+    """ball_smoothed methods take the attack's generator, so a seeded attack is reproducible
+    whatever torch's global generator holds (it used to draw from the global one)."""
+    from robattr.attributions import ball_smoothed
+
+    model, x, y = trained
+    run = dict(k=K, eps=EPS, steps=4, surrogate_beta=10.0,
+               method=ball_smoothed(r=0.1, n_samples=4), seed=0)
+    torch.manual_seed(1)
+    a = topk_attack(model, x, **run)
+    torch.manual_seed(2)
+    b = topk_attack(model, x, **run)
+    assert torch.equal(a.x_adv, b.x_adv)
+
+
 # --------------------------------------------------------------------------- sampling methods
 @pytest.mark.parametrize("method, options", [
     ("smoothgrad", {"n_samples": 8}),

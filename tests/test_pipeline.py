@@ -128,6 +128,23 @@ def test_unknown_profile_and_unknown_notebook_in_profile(book, tmp_path):
         pipeline.build(book, profile=prof, html=False, log=quiet)
 
 
+def test_profile_precision_reaches_the_kernel_and_the_stamp(book, tmp_path, monkeypatch):
+    monkeypatch.delenv("ROBATTR_PRECISION", raising=False)
+    (nb,) = [n for n in pipeline.discover(book) if n.key == "ch/one"]
+    params = pipeline.resolve(nb, "quick")
+    plain = pipeline.load_profile("quick")
+    assert plain["precision"] is None and "ROBATTR_PRECISION" not in pipeline.make_job(
+        nb, params, plain).env
+    assert pipeline.effective_precision(plain) == "fp32"
+    tf32 = pipeline.load_profile(profile(tmp_path, "precision: tf32\n"))
+    assert pipeline.make_job(nb, params, tf32).env["ROBATTR_PRECISION"] == "tf32"
+    assert pipeline.stamp(nb, params, "tf32") != pipeline.stamp(nb, params, "fp32")
+    monkeypatch.setenv("ROBATTR_PRECISION", "tf32")
+    assert pipeline.effective_precision(plain) == "tf32"
+    with pytest.raises(ParameterError, match="precision must be one of fp32, tf32, got 'bf16'"):
+        pipeline.load_profile(profile(tmp_path, "precision: bf16\n"))
+
+
 # ----------------------------------------------------------------- execution
 def outputs_text(path):
     nb = nbformat.read(path, as_version=4)

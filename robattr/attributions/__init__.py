@@ -34,7 +34,7 @@ Post-processing: :func:`reduce_channels`, :func:`percentile_normalize`,
 """
 from __future__ import annotations
 
-from ._core import NotDifferentiableError, logit_grad, resolve_target
+from ._core import NotDifferentiableError, chunk_rows, last_chunk_rows, logit_grad, resolve_target
 from .baselines import deeplift, grad_cam, last_conv, meaningful_perturbation
 from .gradient import grad, input_x_grad
 from .guided_backprop import guided_activations, guided_backprop
@@ -58,6 +58,7 @@ DIFFERENTIABLE = ("grad", "input_x_grad", "integrated_gradients", "smoothgrad", 
 
 __all__ = [
     "METHODS", "DIFFERENTIABLE", "NotDifferentiableError", "resolve_target", "logit_grad",
+    "chunk_rows", "last_chunk_rows",
     "grad", "input_x_grad", "integrated_gradients", "IG_METHODS", "path_points",
     "smoothgrad", "uniform_grad", "ball_smooth", "ball_smoothed", "noise_average",
     "guided_backprop", "guided_activations", "lrp", "ZPlus", "ZBox", "Epsilon", "stabilize",

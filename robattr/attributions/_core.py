@@ -4,6 +4,7 @@ Nothing here is an attribution method; each method's module imports what it need
 """
 from __future__ import annotations
 
+import weakref
 
 import torch
 from torch import nn
@@ -11,7 +12,8 @@ from torch import nn
 from robattr.utils import check_int, check_number
 from robattr.utils import make_generator  # noqa: F401  (re-exported for the methods)
 
-__all__ = ["NotDifferentiableError", "resolve_target", "logit_grad"]
+__all__ = ["NotDifferentiableError", "resolve_target", "logit_grad", "chunk_rows",
+           "last_chunk_rows"]
 
 
 class NotDifferentiableError(ValueError):
@@ -174,7 +176,100 @@ def value_range(x: torch.Tensor) -> torch.Tensor:
     return flat.amax(1) - flat.amin(1)
 
 
+#: rows of one forward pass when ``batch_size`` is None on the CPU (cache-sized chunks
+#: beat one huge pass there)
+CPU_ROWS = 128
+#: on CUDA, the share of the free memory that one chunk's saved activations may take
+CUDA_MEMORY_SHARE = 0.4
+#: on CUDA, the ratio of a chunk's peak memory to what autograd saves for backward
+#: (gradient buffers and temporaries of the backward pass come on top)
+CUDA_OVERHEAD = 3.0
+
+# bytes that autograd saves per row, per model and call shape (learned on the first chunk)
+_ROW_BYTES: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+_LAST = {"rows": None}
+
+
 def samples_per_chunk(batch_size, n: int) -> int:
     """How many whole copies of an N-input batch fit in ``batch_size`` rows (at least one)."""
     batch_size = check_count("batch_size", batch_size)
     return max(1, batch_size // n)
+
+
+def last_chunk_rows() -> int | None:
+    """Rows of the largest forward pass of the last chunked call (IG, the noise averages,
+    RelEx, the ball statistics): what ``batch_size=None`` chose."""
+    return _LAST["rows"]
+
+
+def chunk_rows(model: nn.Module, x: torch.Tensor, copies: int, *, kind: str = "grad",
+               create_graph: bool = False) -> int | None:
+    """The rows per forward pass that ``batch_size=None`` picks for ``copies`` copies of
+    ``x`` through ``model``: on the CPU, :data:`CPU_ROWS`; on CUDA, all the rows that fit
+    in :data:`CUDA_MEMORY_SHARE` of the free memory at the bytes per row that autograd
+    saved on an earlier call with this model and input shape, or ``None`` when no call
+    has measured it yet (the first chunk then measures it)."""
+    n = x.shape[0]
+    free = _free_bytes(x.device)
+    if free is None:
+        return max(n, CPU_ROWS)
+    per_row = _ROW_BYTES.get(model, {}).get(_row_key(x, kind, create_graph))
+    if per_row is None:
+        return None
+    fit = int(CUDA_MEMORY_SHARE * free / (CUDA_OVERHEAD * max(per_row, 1.0)))
+    return max(n, min(copies * n, fit))
+
+
+def _free_bytes(device: torch.device) -> int | None:
+    """Bytes a chunk may still use on ``device`` (CUDA: free plus cached-but-unused), or
+    None where chunks are not sized by memory (the CPU)."""
+    if device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
+def _row_key(x: torch.Tensor, kind: str, create_graph: bool) -> tuple:
+    return (kind, tuple(x.shape[1:]), x.dtype, str(x.device), bool(create_graph))
+
+
+def chunks(batch_size, model: nn.Module, x: torch.Tensor, copies: int, *, kind: str = "grad",
+           create_graph: bool = False):
+    """Split ``copies`` copies of the batch ``x`` into forward passes: yields
+    ``(start, count)`` pairs of copies.
+
+    ``batch_size`` (rows, an int) fixes the pass size, in whole copies of the batch, at
+    least one. ``batch_size=None`` is device-aware (:func:`chunk_rows`): 128 rows on the
+    CPU; on CUDA as many rows as the free memory holds, learned from the bytes autograd
+    saves for backward during the first pass of the first call with a model and input
+    shape (that pass takes 128 rows; later calls start at the learned size). Chunking
+    changes only the order of a floating-point sum, never the random draws: methods draw
+    their noise copy by copy.
+    """
+    n = x.shape[0]
+    measure = False
+    if batch_size is not None:
+        k = samples_per_chunk(batch_size, n)
+    else:
+        rows = chunk_rows(model, x, copies, kind=kind, create_graph=create_graph)
+        measure = rows is None
+        k = max(1, (CPU_ROWS if measure else rows) // n)
+    start = 0
+    _LAST["rows"] = 0
+    while start < copies:
+        count = min(k, copies - start)
+        _LAST["rows"] = max(_LAST["rows"], count * n)
+        if measure:
+            from robattr.memory import SavedTensorPeak
+
+            with SavedTensorPeak(exclude=model.parameters()) as probe:
+                yield start, count
+            _ROW_BYTES.setdefault(model, {})[_row_key(x, kind, create_graph)] = \
+                probe.peak_bytes / (count * n)
+            measure = False
+            rows = chunk_rows(model, x, copies - start - count, kind=kind,
+                              create_graph=create_graph)
+            k = max(1, rows // n)
+        else:
+            yield start, count
+        start += count

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ._core import (check_count, check_input, check_like, check_model, logit_grad,
-                    resolve_target, samples_per_chunk)
+                    resolve_target, chunks)
 
 __all__ = ["integrated_gradients", "IG_METHODS", "path_points"]
 
@@ -47,7 +47,8 @@ def path_points(steps: int, method: str = "midpoint") -> tuple[np.ndarray, np.nd
 
 def integrated_gradients(model: nn.Module, x: torch.Tensor, target=None, *,
                          baseline=None, steps: int = 50, method: str = "midpoint",
-                         batch_size: int = 128, create_graph: bool = False) -> torch.Tensor:
+                         batch_size: int | None = None,
+                         create_graph: bool = False) -> torch.Tensor:
     """Integrated Gradients (Sundararajan et al., 2017) along the straight path.
 
     ``(x - b) * sum_k w_k grad f(b + alpha_k (x - b))`` with the quadrature of
@@ -59,7 +60,9 @@ def integrated_gradients(model: nn.Module, x: torch.Tensor, target=None, *,
     50 steps.
 
     Path points are evaluated ``batch_size`` rows at a time (whole copies of the batch,
-    at least one): memory is bounded by ``batch_size`` model inputs. With
+    at least one): memory is bounded by ``batch_size`` model inputs. The default (None)
+    is device-aware: 128 rows on the CPU, as many as the free memory holds on CUDA (see
+    :func:`robattr.attributions.chunk_rows`). With
     ``create_graph=True`` the result is differentiable w.r.t. ``x`` (through both the
     path points and the ``x - b`` factor) and the parameters.
     """
@@ -68,15 +71,13 @@ def integrated_gradients(model: nn.Module, x: torch.Tensor, target=None, *,
     target = resolve_target(model, x, target)
     b = torch.zeros_like(x) if baseline is None else check_like("baseline", baseline, x)
     alphas, weights = path_points(steps, method)
-    k = samples_per_chunk(batch_size, x.shape[0])
     xx = x if create_graph else x.detach()
     diff = xx - b
     shape = (-1,) + (1,) * x.ndim
     total = torch.zeros_like(x)
-    for s in range(0, len(alphas), k):
-        a = torch.as_tensor(alphas[s:s + k], dtype=x.dtype, device=x.device).reshape(shape)
-        w = torch.as_tensor(weights[s:s + k], dtype=x.dtype, device=x.device).reshape(shape)
-        ks = a.shape[0]
+    for s, ks in chunks(batch_size, model, x, len(alphas), create_graph=create_graph):
+        a = torch.as_tensor(alphas[s:s + ks], dtype=x.dtype, device=x.device).reshape(shape)
+        w = torch.as_tensor(weights[s:s + ks], dtype=x.dtype, device=x.device).reshape(shape)
         path = (b + a * diff).reshape((ks * x.shape[0],) + x.shape[1:])
         g = logit_grad(model, path, target.repeat(ks), create_graph, check=(s == 0))
         total = total + (w * g.reshape((ks,) + x.shape)).sum(0)

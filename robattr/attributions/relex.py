@@ -5,9 +5,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from robattr import precision as _precision
+
 from ._core import (check_count, check_input, check_model, check_nonnegative, check_positive,
                     make_generator, per_input, rand, randn, refuse_graph, resolve_target,
-                    samples_per_chunk, select, value_range)
+                    chunks, select, value_range)
 
 __all__ = ["relex", "relex_loss", "grad_cam_graph"]
 
@@ -23,8 +25,11 @@ def relex_loss(model: nn.Module, m: torch.Tensor, xs: torch.Tensor, target: torc
     004's code's ``eps = 1e-7`` inside the log. ``p_t`` is the softmax probability of
     the target class.
     """
-    keep = F.log_softmax(model(m * xs), dim=1)
-    drop = F.softmax(model((1 - m) * xs), dim=1)
+    logits = model(torch.cat([m * xs, (1 - m) * xs]))      # one pass for both terms
+    if logits.dtype in (torch.float16, torch.bfloat16):    # autocast: the loss in fp32
+        logits = logits.float()
+    keep = F.log_softmax(logits[:len(xs)], dim=1)
+    drop = F.softmax(logits[len(xs):], dim=1)
     fore = -select(keep, target)
     back = -torch.log(1 - select(drop, target, check=False) + eps)
     return fore + lambda1 * m.abs().flatten(1).sum(1) + lambda2 * back
@@ -33,8 +38,8 @@ def relex_loss(model: nn.Module, m: torch.Tensor, xs: torch.Tensor, target: torc
 def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
           noise_ratio: float = 0.1, epochs: int = 50, lr: float = 0.1, momentum: float = 0.99,
           lambda1: float = 1e-4, lambda2: float = 1.0, batch: bool = True,
-          init: float = 0.01, batch_size: int = 128, generator=None, seed=None,
-          snapshots=None, create_graph: bool = False):
+          init: float = 0.01, batch_size: int | None = None, generator=None, seed=None,
+          snapshots=None, precision: str | None = None, create_graph: bool = False):
     """RelEx (Lim, Lee & Kim, CVPR 2021; paper 004): the mask minimising Eq. 11.
 
     For each input a mask ``m`` of the input's full shape starts ``U(0, init)``
@@ -55,7 +60,17 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
     ``snapshots``: a sequence of epoch counts (each in ``1..epochs``); the call then returns
     the list of masks after those many epochs, in the given order, from one run (e.g.
     004's 50- and 100-epoch variants with ``epochs=100, snapshots=(50, 100)``).
-    ``batch_size`` bounds the rows (images x copies) of one forward pass.
+    ``batch_size`` bounds the rows (images x copies) of one forward pass (each row is
+    evaluated twice, masked and complemented, in one pass); None (default) is
+    device-aware (:func:`robattr.attributions.chunk_rows`).
+
+    ``precision``: the arithmetic of the mask optimisation, one of
+    :data:`robattr.precision.MODES`; None (default) is the mode in force (full fp32
+    unless the user chose otherwise, see :mod:`robattr.precision`). ``"bf16"`` runs the
+    model under bfloat16 autocast on CUDA (the mask, its gradient and the step stay
+    fp32): several times faster on a recent GPU, and ``benchmarks/relex.py`` measures
+    how far its masks are from the fp32 masks. A model and input in channels-last
+    memory format (``model.to(memory_format=torch.channels_last)``) are kept in it.
 
     Not differentiable w.r.t. ``x``: the result is the end point of an optimisation, whose
     derivative would need unrolling every step; ``create_graph=True`` raises
@@ -73,7 +88,10 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
     target = resolve_target(model, x, target)
     gen = make_generator(x, generator, seed)
     copies = n_noisy if batch else 1
-    k = samples_per_chunk(batch_size, x.shape[0])
+    if batch_size is not None:
+        check_count("batch_size", batch_size)
+    if precision is not None:
+        _precision.check(precision)
     if snapshots is not None:
         try:
             snaps = [int(e) for e in snapshots]
@@ -82,29 +100,33 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
         if not snaps or any(e < 1 or e > epochs or e != s_ for e, s_ in zip(snaps, snapshots)):
             raise ValueError(f"snapshots must be integers in 1..epochs={epochs}, got {snapshots!r}")
         kept = {}
-    m = init * rand(x.shape, x, gen)
-    velocity = torch.zeros_like(x)
-    for epoch in range(epochs):
-        g = torch.zeros_like(x)
-        for s in range(0, copies, k):
-            ks = min(k, copies - s)
-            xs = x.unsqueeze(0).expand((ks,) + x.shape)
-            if batch:
-                xs = xs + torch.stack([sigma * randn(x.shape, x, gen) for _ in range(ks)])
-            xs = xs.reshape((ks * x.shape[0],) + x.shape[1:])
-            mm = m.detach().requires_grad_(True)
-            with torch.enable_grad():
-                rows = mm.unsqueeze(0).expand((ks,) + x.shape).reshape(xs.shape)
-                loss = relex_loss(model, rows, xs, target.repeat(ks),
-                                  lambda1=lambda1, lambda2=lambda2).sum() / copies
-                (gm,) = torch.autograd.grad(loss, mm)
-            g = g + gm
-        norm = g.flatten(1).norm(dim=1).clamp_min(torch.finfo(x.dtype).tiny)
-        g = g / per_input(norm, x)
-        velocity = momentum * velocity + g
-        m = (m - lr * velocity).clamp(0, 1)
-        if snapshots is not None and epoch + 1 in snaps:
-            kept[epoch + 1] = m.clone()
+    mode = _precision.get() if precision is None else precision
+    channels_last = x.ndim == 4 and not x.is_contiguous() \
+        and x.is_contiguous(memory_format=torch.channels_last)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    m = (init * rand(x.shape, x, gen)).contiguous(memory_format=fmt)
+    velocity = torch.zeros_like(m)
+    with _precision.scope(mode):
+        for epoch in range(epochs):
+            g = torch.zeros_like(m)
+            for s, ks in chunks(batch_size, model, x, copies, kind="relex"):
+                xs = x.unsqueeze(0).expand((ks,) + x.shape)
+                if batch:
+                    xs = xs + torch.stack([sigma * randn(x.shape, x, gen) for _ in range(ks)])
+                xs = xs.reshape((ks * x.shape[0],) + x.shape[1:]).contiguous(memory_format=fmt)
+                mm = m.detach().requires_grad_(True)
+                with torch.enable_grad():
+                    rows = mm.unsqueeze(0).expand((ks,) + x.shape).reshape(xs.shape).contiguous(memory_format=fmt)
+                    loss = relex_loss(model, rows, xs, target.repeat(ks),
+                                      lambda1=lambda1, lambda2=lambda2).sum() / copies
+                    (gm,) = torch.autograd.grad(loss, mm)
+                g = g + gm
+            norm = g.flatten(1).norm(dim=1).clamp_min(torch.finfo(x.dtype).tiny)
+            g = g / per_input(norm, x)
+            velocity = momentum * velocity + g
+            m = (m - lr * velocity).clamp(0, 1)
+            if snapshots is not None and epoch + 1 in snaps:
+                kept[epoch + 1] = m.clone()
     if snapshots is not None:
         return [kept[e] for e in snaps]
     return m

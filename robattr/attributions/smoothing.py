@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ._core import (check_count, check_input, check_model, check_positive, make_generator,
-                    resolve_target, samples_per_chunk)
+                    resolve_target, chunks)
 from .gradient import grad
 from .noise import ball_one, cube_one, gaussian_one, gaussian_sigma
 
@@ -28,7 +28,7 @@ __all__ = ["smoothgrad", "uniform_grad", "ball_smooth", "ball_smoothed", "noise_
 
 
 def noise_average(model: nn.Module, x: torch.Tensor, target, base, draw, *,
-                  n_samples=None, noise=None, batch_size: int = 128, generator=None,
+                  n_samples=None, noise=None, batch_size: int | None = None, generator=None,
                   seed=None, create_graph: bool = False) -> torch.Tensor:
     """``mean_j base(model, x + eta_j, target)``: the engine of the methods below.
 
@@ -53,11 +53,9 @@ def noise_average(model: nn.Module, x: torch.Tensor, target, base, draw, *,
     n = check_count("n_samples", 50 if n_samples is None else n_samples)
     target = resolve_target(model, x, target)
     gen = make_generator(x, generator, seed)
-    k = samples_per_chunk(batch_size, x.shape[0])
     xx = x if create_graph else x.detach()
     total = torch.zeros_like(x)
-    for s in range(0, n, k):
-        ks = min(k, n - s)
+    for s, ks in chunks(batch_size, model, x, n, kind=f"noise:{base!r}", create_graph=create_graph):
         if noise is not None:
             eta = noise[s:s + ks]
         else:
@@ -70,7 +68,7 @@ def noise_average(model: nn.Module, x: torch.Tensor, target, base, draw, *,
 
 def smoothgrad(model: nn.Module, x: torch.Tensor, target=None, *, n_samples=None,
                noise_ratio: float = 0.1, sigma=None, multiply_by_input: bool = False,
-               noise=None, batch_size: int = 128, generator=None, seed=None,
+               noise=None, batch_size: int | None = None, generator=None, seed=None,
                create_graph: bool = False) -> torch.Tensor:
     """SmoothGrad (Smilkov et al., 2017): the mean gradient over Gaussian perturbations.
 
@@ -89,7 +87,7 @@ def smoothgrad(model: nn.Module, x: torch.Tensor, target=None, *, n_samples=None
 
 def uniform_grad(model: nn.Module, x: torch.Tensor, target=None, *, radius: float = 4 / 255,
                  n_samples=None, multiply_by_input: bool = False, noise=None,
-                 batch_size: int = 128, generator=None, seed=None,
+                 batch_size: int | None = None, generator=None, seed=None,
                  create_graph: bool = False) -> torch.Tensor:
     """Uniform Gradient (000, Sec. 5): the mean gradient over noise drawn uniformly from
     the l-inf cube ``[-radius, radius]^d`` (each coordinate independently).
@@ -107,7 +105,7 @@ def uniform_grad(model: nn.Module, x: torch.Tensor, target=None, *, radius: floa
 
 
 def ball_smooth(model: nn.Module, x: torch.Tensor, target=None, *, r: float, base=grad,
-                n_samples=None, noise=None, batch_size: int = 128, generator=None,
+                n_samples=None, noise=None, batch_size: int | None = None, generator=None,
                 seed=None, create_graph: bool = False) -> torch.Tensor:
     """Uniform l2-ball smoothing of any attribution (002): ``E_{eta ~ U(B(0; r))} base(x + eta)``.
 
@@ -134,6 +132,9 @@ def ball_smoothed(base=grad, *, r: float, n_samples=None, **options):
 
         ug_ig = ball_smoothed(partial(integrated_gradients, steps=20), r=0.5, seed=0)
         attr = ug_ig(model, x, y)
+
+    A ``generator`` given to the method at call time (attacks pass theirs, so that a
+    seeded attack is reproducible) replaces a ``seed`` bound here.
     """
     check_positive("r", r)
     if n_samples is not None:
@@ -142,8 +143,12 @@ def ball_smoothed(base=grad, *, r: float, n_samples=None, **options):
         raise ValueError(f"base must be an attribution method, got {base!r}")
     bound = dict(options, r=r, n_samples=n_samples, base=base)
 
-    def method(model, x, target=None, *, create_graph: bool = False, **more):
-        return ball_smooth(model, x, target, create_graph=create_graph, **{**bound, **more})
+    def method(model, x, target=None, *, create_graph: bool = False, generator=None, **more):
+        opts = {**bound, **more}
+        if generator is not None:        # a caller's generator (an attack's) replaces a bound seed
+            opts.pop("seed", None)
+            opts["generator"] = generator
+        return ball_smooth(model, x, target, create_graph=create_graph, **opts)
 
     name = getattr(base, "__name__", None) or getattr(getattr(base, "func", None),
                                                       "__name__", repr(base))

@@ -141,7 +141,7 @@ def ball_smoothing_stats(model, x, target=None, *, r: float, n_samples: int, bas
     import torch
 
     from robattr.attributions import ball_noise, grad, resolve_target
-    from robattr.attributions._core import check_input, check_model, samples_per_chunk
+    from robattr.attributions._core import check_input, check_model, chunks
 
     check_model(model)
     x = check_input(x).detach()
@@ -154,15 +154,13 @@ def ball_smoothing_stats(model, x, target=None, *, r: float, n_samples: int, bas
         raise ValueError(f"base must be an attribution method, got {base!r}")
     target = resolve_target(model, x, target)
     noise = ball_noise(x, int(n_samples), r=r, generator=generator, seed=seed)
-    k = samples_per_chunk(batch_size, x.shape[0])
     z = torch.zeros_like(x)
     s1, s2, u1, u2 = z.clone(), z.clone(), z.clone(), z.clone()
     gmax = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
     ginf = torch.zeros_like(gmax)
     view = (-1,) + (1,) * (x.ndim - 1)
-    for s in range(0, int(n_samples), k):
-        eta = noise[s:s + k]
-        ks = eta.shape[0]
+    for s, ks in chunks(batch_size, model, x, int(n_samples), kind=f"ball:{base!r}"):
+        eta = noise[s:s + ks]
         xs = (x.unsqueeze(0) + eta).reshape((ks * x.shape[0],) + x.shape[1:])
         g = base(model, xs, target.repeat(ks)).detach().reshape((ks,) + x.shape)
         nrm = g.flatten(2).norm(dim=2)                      # (ks, N)
