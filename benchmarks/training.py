@@ -1,18 +1,29 @@
-"""Training cost of every robust loss relative to CE, beside 003 Table 2's ratios.
+"""Training cost of every robust loss relative to CE and to AT, beside the papers' ratios.
 
-    python benchmarks/training.py [--archs lenet cnn] [--losses ...] [--steps 2]
-                                  [--n 2048] [--batch-size 128] [--device auto]
+    python benchmarks/training.py [--archs lenet cnn] [--losses ...] [--steps 3]
+                                  [--n 50000] [--batch-size 128] [--device auto]
+                                  [--threads N]
+
+The default is a small run (3 timed steps per loss at batch 128). On a GPU, the papers'
+architectures and the losses they time::
+
+    python benchmarks/training.py --device cuda --archs lenet resnet20 resnet18_cifar \\
+        --losses ce at ssr ig_norm l2_cosd hessian
 
 For each architecture, every loss trains its own copy of the same initial model
 (Softplus(β=3), as 003 trains all of them; Adam, lr 1e-3) on the same batches, with its
-default hyper-parameters (robattr.train.LOSSES[name].defaults). Per loss:
+default hyper-parameters (robattr.train.LOSSES[name].defaults). ``ce`` and ``at`` are
+always run: they are the two baselines. Per loss:
 
-* step 0 measures the peak memory of one training step. On CUDA:
+* step 0 (also the warm-up) counts the multiply-adds of one training step (convolutions
+  and matrix products, forward and every backward, as ``torch.utils.flop_counter``
+  counts them; element-wise work is not counted): the device-independent cost, which a
+  compute-bound device approaches. It measures the peak memory of the step too. On CUDA:
   ``torch.cuda.max_memory_allocated`` after a reset, minus what was allocated before
   (activations, temporaries, gradients; the parameters and Adam state existed already);
   the "+state" column adds the parameters, gradients and Adam's two moments back
   (4 x parameter bytes). On the CPU (no allocator statistics): the peak bytes of the
-  *activations* autograd holds for backward (robattr.train.SavedTensorPeak, parameter
+  *activations* autograd holds for backward (robattr.memory.SavedTensorPeak, parameter
   storages excluded; temporaries never saved for backward are not seen), and "+state"
   adds the same 4 x parameter bytes -- the closer analogue of a GPU memory figure such as
   003's, which includes the fixed training state and so compresses the ratios;
@@ -20,23 +31,31 @@ default hyper-parameters (robattr.train.LOSSES[name].defaults). Per loss:
   other processes hits every loss alike); the step time is the fastest of them, measured
   on the CPU as process CPU time (``time.process_time``: what this process computed,
   not how long others kept it waiting; use --threads 1 on a shared machine) and on CUDA
-  as synchronised wall time. seconds/epoch = step time x batches per epoch.
+  as wall time between two ``torch.cuda.synchronize``. seconds/epoch = step time x
+  batches per epoch (--n examples; the default 50,000 is a CIFAR-10 epoch).
 
-Architectures: ``lenet`` is 003's LeNet on 3x32x32 inputs, trained on --n random images
-(uniform pixels, random labels of 10 classes: cost does not depend on the data);
-``cnn`` is the digits CNN on the digits training set (8x8 grey, 10 classes).
+Architectures: ``lenet`` (003's LeNet), ``resnet20`` (000's ResNet-20) and
+``resnet18_cifar`` (003's ResNet-18) on 3x32x32 random images (uniform pixels, random
+labels of 10 classes: the cost does not depend on the data, so only the batches timed are
+drawn); ``cnn`` is the digits CNN on the digits training set (8x8 grey, 10 classes).
 
-The paper's column is 003 Table 2 (CIFAR-10, LeNet, GPU: time and memory relative to CE
-only), read from ../shared/papers/tables/joo2023_table2.csv (or $ROBATTR_PAPER_TABLES)
-when present, else "n/a". The paper measured on A100 / RTX A5000 GPUs; a CPU run
-compares a different machine's balance of compute and memory traffic.
+The papers' columns, read from the tables shipped in robattr/papers/tables (verbatim
+copies of ../shared/papers/tables):
+
+* "003 xCE": 003 Table 2 (CIFAR-10 on A100 / RTX A5000 GPUs; time and memory relative
+  to CE only) for LeNet and ResNet-18 (the rows of ``lenet`` and ``resnet18_cifar``);
+* "000 xAT": 000 Table 3's hours per epoch (CIFAR-10, ResNet-20, a GPU) relative to
+  Madry's AT, for SSR and IG-NORM. 000 trained IG-NORM at batch size 16 (its Table 1) and
+  does not give the others' batch size; Madry's AT there is l2 (delta = 0.25), ours
+  defaults to linf 8/255, with the same 7 steps (the same cost).
+
+A CPU run compares a different machine's balance of compute and memory traffic than
+the papers' GPUs.
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -44,24 +63,32 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 #: our loss name -> 003 Table 2's regularizer label
-PAPER_NAMES = {"ce": "CE only", "hessian": "Hessian", "l2_cosd": "l2+Cosd"}
-PAPER_ONLY = ("ATEX (3rd step)", "IGA")  # in Table 2, not implemented here
+PAPER_003 = {"ce": "CE only", "hessian": "Hessian", "l2_cosd": "l2+Cosd"}
+PAPER_003_ONLY = ("ATEX (3rd step)", "IGA")  # in Table 2, not implemented here
+#: our architecture -> 003 Table 2's CIFAR10 model
+MODEL_003 = {"lenet": "LeNet", "resnet18_cifar": "ResNet18"}
+#: our loss name -> 000 Table 3's training label
+PAPER_000 = {"at": "Madry", "ssr": "SSR", "ig_norm": "IG-NORM"}
+#: the architectures trained on random 3x32x32 images (CIFAR-10's shape)
+CIFAR_ARCHS = ("lenet", "resnet20", "resnet18_cifar")
+ARCHS = (*CIFAR_ARCHS, "cnn")
+BASELINES = ("ce", "at")
 
 
-def paper_ratios() -> dict[tuple[str, str], str]:
-    """{(regularizer, resource): value} for CIFAR10 / LeNet, or {} if the table is absent."""
-    root = os.environ.get("ROBATTR_PAPER_TABLES")
-    candidates = [Path(root)] if root else []
-    here = Path(__file__).resolve()
-    candidates += [p / "shared" / "papers" / "tables" for p in here.parents]
-    for folder in candidates:
-        path = folder / "joo2023_table2.csv"
-        if path.is_file():
-            with open(path, newline="", encoding="utf-8") as f:
-                return {(r["regularizer"], r["resource"]): r["value"] or "n/a"
-                        for r in csv.DictReader(f)
-                        if r["dataset"] == "CIFAR10" and r["model"] == "LeNet"}
-    return {}
+def paper_ratios() -> dict:
+    """The papers' cost ratios from the shipped tables.
+
+    ``{"003": {(model, regularizer, resource): ratio to CE}, "000": {training: ratio of
+    its hours per epoch to Madry's}}`` (floats; cells the paper left empty are omitted).
+    """
+    from robattr import papers
+
+    t3 = papers.table("joo2023_table2")
+    t3 = t3[(t3["dataset"] == "CIFAR10") & t3["value"].notna()]
+    t0 = papers.table("wang2020_table3")
+    hours = {r.training: r.value for r in t0[t0["metric"] == "time_per_epoch_h"].itertuples()}
+    return {"003": {(r.model, r.regularizer, r.resource): r.value for r in t3.itertuples()},
+            "000": {k: v / hours["Madry"] for k, v in hours.items()}}
 
 
 def _batches(arch: str, n: int, batch_size: int, count: int, seed: int):
@@ -70,24 +97,22 @@ def _batches(arch: str, n: int, batch_size: int, count: int, seed: int):
     from robattr import data
 
     g = torch.Generator().manual_seed(seed)
-    if arch == "lenet":
+    if arch in CIFAR_ARCHS:
         info = {"shape": (3, 32, 32), "num_classes": 10, "mean": (0.4914, 0.4822, 0.4465),
                 "std": (0.2470, 0.2435, 0.2616)}
-        x = torch.rand(n, 3, 32, 32, generator=g)
-        y = torch.randint(0, 10, (n,), generator=g)
-        desc = f"LeNet, {n} random 3x32x32 images"
-    else:
-        info = "digits"
-        x, y = data.as_tensors(data.load("digits", "train"))
-        n = len(y)
-        desc = f"digits CNN, {n} digits images (1x8x8)"
+        batches = [(torch.rand(batch_size, 3, 32, 32, generator=g),
+                    torch.randint(0, 10, (batch_size,), generator=g)) for _ in range(count)]
+        return info, batches, math.ceil(n / batch_size), f"{arch}, random 3x32x32 images"
+    info = "digits"
+    x, y = data.as_tensors(data.load("digits", "train"))
+    n = len(y)
     perm = torch.randperm(n, generator=g)
     per_epoch = math.ceil(n / batch_size)
     batches = [(x[perm[i * batch_size:(i + 1) * batch_size]],
                 y[perm[i * batch_size:(i + 1) * batch_size]]) for i in range(min(count, per_epoch))]
     while len(batches) < count:
         batches.append(batches[len(batches) % per_epoch])
-    return info, batches, per_epoch, desc
+    return info, batches, per_epoch, f"digits CNN, {n} digits images (1x8x8)"
 
 
 def _step(model, opt, loss, x, y):
@@ -97,11 +122,35 @@ def _step(model, opt, loss, x, y):
     opt.step()
 
 
+def _flop_counter():
+    """A dispatch mode that sums ``torch.utils.flop_counter``'s FLOPs of every op it sees
+    (``.total``). FlopCounterMode itself hooks the modules, which breaks the
+    ``autograd.grad`` calls of the attacks."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class FlopCount(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            count = flop_registry.get(func._overloadpacket)
+            if count is not None:
+                self.total += count(*args, **kwargs, out_val=out)
+            return out
+
+    return FlopCount()
+
+
 def bench(arch: str, names: list[str], args, dev) -> list[dict]:
     import torch
 
+    from robattr.memory import SavedTensorPeak
     from robattr.models import build
-    from robattr.train import SavedTensorPeak, make_loss
+    from robattr.train import make_loss
 
     info, batches, per_epoch, desc = _batches(arch, args.n, args.batch_size, args.steps + 1,
                                               args.seed)
@@ -113,7 +162,7 @@ def bench(arch: str, names: list[str], args, dev) -> list[dict]:
         model = build(arch, info, "softplus", 3.0).to(dev).train()
         runs[name] = dict(model=model, opt=torch.optim.Adam(model.parameters(), lr=1e-3),
                           loss=make_loss(name), times=[])
-    for name, r in runs.items():  # step 0: memory (also the warm-up)
+    for name, r in runs.items():  # step 0: FLOPs and memory (also the warm-up)
         x, y = (t.to(dev) for t in batches[0])
         params = list(r["model"].parameters())
         r["state"] = 4 * sum(p.numel() * p.element_size() for p in params)
@@ -121,17 +170,19 @@ def bench(arch: str, names: list[str], args, dev) -> list[dict]:
             torch.cuda.synchronize(dev)
             torch.cuda.reset_peak_memory_stats(dev)
             base = torch.cuda.memory_allocated(dev)
-            _step(r["model"], r["opt"], r["loss"], x, y)
+            with _flop_counter() as flops:
+                _step(r["model"], r["opt"], r["loss"], x, y)
             torch.cuda.synchronize(dev)
             r["mem"] = torch.cuda.max_memory_allocated(dev) - base
         else:
-            with SavedTensorPeak(exclude=params) as probe:
+            with SavedTensorPeak(exclude=params) as probe, _flop_counter() as flops:
                 r["opt"].zero_grad(set_to_none=True)
                 value, _ = r["loss"](r["model"], x, y)
                 value.backward()
             r["opt"].step()
             r["mem"] = probe.peak_bytes
-        print(f"  {name:<8} memory measured", flush=True)
+        r["flops"] = flops.total
+        print(f"  {name:<8} FLOPs and memory measured", flush=True)
     clock = time.perf_counter if dev.type == "cuda" else time.process_time
     for i in range(1, args.steps + 1):
         x, y = (t.to(dev) for t in batches[i])
@@ -144,77 +195,86 @@ def bench(arch: str, names: list[str], args, dev) -> list[dict]:
                 torch.cuda.synchronize(dev)
             r["times"].append(clock() - t0)
         print(f"  timed step {i}/{args.steps}", flush=True)
-    rows = []
-    for name, r in runs.items():
-        rows.append(dict(loss=name, sec_epoch=min(r["times"]) * per_epoch,
-                         mem=r["mem"], state=r["state"]))
-    return rows
+    return [dict(loss=name, sec_epoch=min(r["times"]) * per_epoch, flops=r["flops"],
+                 mem=r["mem"], state=r["state"]) for name, r in runs.items()]
 
 
-def _fmt_ratio(v: float) -> str:
-    return f"x{v:.2f}"
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"x{value:.2f}"
 
 
 def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
-    ce = next((r for r in rows if r["loss"] == "ce"), None)
+    by = {r["loss"]: r for r in rows}
+    ce, at = by["ce"], by["at"]
+    model_003 = MODEL_003.get(arch)
     mem_unit = "step MB" if dev.type == "cuda" else "activ. MB"
 
-    def ratio(a, b):
-        return _fmt_ratio(a / b) if b else "n/a"
+    def p003(label, resource):
+        return paper["003"].get((model_003, label, resource)) if label and model_003 else None
 
-    def paper_cell(label, resource):
-        v = paper.get((label, resource), "n/a") if label else "n/a"
-        return v if v == "n/a" else f"x{float(v):.2f}"
-
-    head = (f"{'loss':<10} {'s/epoch':>9} {'time':>8} {'003 time':>9} | {mem_unit:>10} "
-            f"{'memory':>8} {'+state':>8} {'003 mem':>8}")
-    print(f"\n{arch}: ratios relative to ce ('003' = Table 2, CIFAR10 LeNet, GPU; "
-          f"state = {ce['state'] / 2**20 if ce else 0:.1f} MB)")
+    group = (f"{'':<10} {' time ':-^41} | {' FLOPs ':-^24} | {' memory ':-^36}")
+    head = (f"{'loss':<10} {'s/epoch':>9} {'xCE':>7} {'003 xCE':>7} {'xAT':>7} {'000 xAT':>7} | "
+            f"{'GFLOP':>8} {'xCE':>7} {'xAT':>7} | {mem_unit:>9} {'xCE':>7} {'+state':>8} "
+            f"{'003 xCE':>8}")
+    print(f"\n{arch} (state = parameters, gradients and Adam moments: "
+          f"{ce['state'] / 2**20:.1f} MB)")
+    print(group)
     print(head)
     print("-" * len(head))
     for r in rows:
-        pname = PAPER_NAMES.get(r["loss"])
-        t_ratio = ratio(r["sec_epoch"], ce["sec_epoch"]) if ce else "n/a"
-        m_ratio = ratio(r["mem"], ce["mem"]) if ce else "n/a"
-        s_ratio = ratio(r["mem"] + r["state"], ce["mem"] + ce["state"]) if ce else "n/a"
-        print(f"{r['loss']:<10} {r['sec_epoch']:>9.2f} {t_ratio:>8} {paper_cell(pname, 'time'):>9} | "
-              f"{r['mem'] / 2**20:>10.1f} {m_ratio:>8} {s_ratio:>8} {paper_cell(pname, 'memory'):>8}")
-    for label in PAPER_ONLY:
-        pt, pm = paper_cell(label, "time"), paper_cell(label, "memory")
-        if pt != "n/a" or pm != "n/a":
-            print(f"{label[:10]:<10} {'--':>9} {'--':>8} {pt:>9} | {'--':>10} {'--':>8} {'--':>8} "
-                  f"{pm:>8}   (not implemented in robattr)")
+        label = PAPER_003.get(r["loss"])
+        print(f"{r['loss']:<10} {r['sec_epoch']:>9.2f} {_x(r['sec_epoch'] / ce['sec_epoch']):>7} "
+              f"{_x(p003(label, 'time')):>7} {_x(r['sec_epoch'] / at['sec_epoch']):>7} "
+              f"{_x(paper['000'].get(PAPER_000.get(r['loss']))):>7} | "
+              f"{r['flops'] / 1e9:>8.1f} {_x(r['flops'] / ce['flops']):>7} "
+              f"{_x(r['flops'] / at['flops']):>7} | "
+              f"{r['mem'] / 2**20:>9.1f} {_x(r['mem'] / ce['mem']):>7} "
+              f"{_x((r['mem'] + r['state']) / (ce['mem'] + ce['state'])):>8} "
+              f"{_x(p003(label, 'memory')):>8}")
+    for label in PAPER_003_ONLY:
+        pt, pm = p003(label, "time"), p003(label, "memory")
+        if pt is not None or pm is not None:
+            print(f"{label[:10]:<10} {'--':>9} {'--':>7} {_x(pt):>7} {'--':>7} {'--':>7} | "
+                  f"{'--':>8} {'--':>7} {'--':>7} | {'--':>9} {'--':>7} {'--':>8} {_x(pm):>8}"
+                  "   (not in robattr)")
+    print(f"003 xCE: 003 Table 2, CIFAR10 {model_003 or '-- (no such model)'}, relative to CE. "
+          "000 xAT: 000 Table 3, CIFAR10 ResNet-20, hours/epoch relative to Madry's AT.")
 
 
 def main(argv=None) -> None:
     import torch
 
+    from robattr import precision
     from robattr.train import LOSSES
     from robattr.utils import get_device
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--archs", nargs="+", default=["lenet", "cnn"], choices=["lenet", "cnn"])
-    ap.add_argument("--losses", nargs="+", default=None, help="default: every registered loss")
+    ap.add_argument("--archs", nargs="+", default=["lenet", "cnn"], choices=ARCHS)
+    ap.add_argument("--losses", nargs="+", default=None,
+                    help="default: every registered loss (ce and at are always added)")
     ap.add_argument("--steps", type=int, default=3, help="timed steps per loss (after 1 untimed)")
-    ap.add_argument("--n", type=int, default=2048, help="random images for lenet")
+    ap.add_argument("--n", type=int, default=50_000,
+                    help="examples per epoch of the random-image archs (CIFAR-10's 50,000)")
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     args = ap.parse_args(argv)
+    for key in ("steps", "n", "batch_size"):
+        if getattr(args, key) < 1:
+            ap.error(f"--{key.replace('_', '-')} must be >= 1, got {getattr(args, key)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     names = args.losses or list(LOSSES)
     unknown = sorted(set(names) - set(LOSSES))
     if unknown:
         ap.error(f"unknown loss(es) {unknown}; known: {', '.join(LOSSES)}")
-    if "ce" not in names:
-        names = ["ce", *names]
+    names = [*BASELINES, *(n for n in dict.fromkeys(names) if n not in BASELINES)]
     dev = get_device(args.device)
     paper = paper_ratios()
     print(f"robattr training benchmark: torch {torch.__version__}, device {dev}"
-          + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else "")
-          + f"; 003 Table 2 {'found' if paper else 'not found (n/a)'}")
+          + (f" ({torch.cuda.get_device_name(dev)}, precision {precision.get()})"
+             if dev.type == "cuda" else ""))
     t0 = time.perf_counter()
     for arch in args.archs:
         rows = bench(arch, names, args, dev)

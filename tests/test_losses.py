@@ -157,6 +157,73 @@ def test_hessian_on_relu_needs_surrogate(batch):
     assert float(est.abs().max()) == 0.0
 
 
+def _bn_net():
+    """A small softplus CNN with BatchNorm, float64, train mode (batch statistics)."""
+    torch.manual_seed(6)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.Softplus(2.0),
+        torch.nn.Flatten(), torch.nn.Linear(12, 5)).double().train()
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_plain_op_batchnorm_matches_torch(momentum):
+    from robattr.train.losses import _differentiable_batchnorm
+
+    fused = torch.nn.BatchNorm2d(3, momentum=momentum).double()
+    with torch.no_grad():
+        fused.weight.uniform_(0.5, 2.0)
+        fused.bias.uniform_(-1.0, 1.0)
+    plain = torch.nn.BatchNorm2d(3, momentum=momentum).double()
+    plain.load_state_dict(fused.state_dict())
+    torch.manual_seed(7)
+    for _ in range(3):
+        x = 2 * torch.randn(4, 3, 5, 5, dtype=torch.float64) + 1
+        with _differentiable_batchnorm(plain):
+            out = plain(x)
+        torch.testing.assert_close(out, fused(x), rtol=1e-12, atol=1e-12)
+        for key, value in fused.state_dict().items():
+            torch.testing.assert_close(plain.state_dict()[key], value, rtol=1e-12, atol=1e-12)
+    assert "forward" not in vars(plain)  # the module's own forward is back
+    with _differentiable_batchnorm(plain):
+        with _differentiable_batchnorm(plain):
+            pass
+        assert "forward" in vars(plain)      # an inner block restores the outer's
+    assert "forward" not in vars(plain)
+
+
+def test_hessian_trains_through_train_mode_batchnorm():
+    """PyTorch's fused BatchNorm has no third derivative; the loss still trains (same
+    regulariser value, parameter gradient equal to a central finite difference)."""
+    model, (x, y) = _bn_net(), _tiny_pair(8)
+    loss = make_loss("hessian", lam=1.0)
+
+    def value(seed=9):
+        torch.manual_seed(seed)
+        return loss(model, x, y)
+
+    total, logs = value()
+    torch.manual_seed(9)
+    xr = x.detach().requires_grad_(True)
+    ref = bounds._hutchinson(model(xr), xr, y, 1, None, False).mean()
+    assert float(logs["hess_sq"]) == pytest.approx(float(ref), rel=1e-10)
+    weight = model[0].weight
+    (grad,) = torch.autograd.grad(total, weight)
+    direction = torch.randn_like(weight)
+    h = 1e-5
+
+    def shifted(step):
+        with torch.no_grad():
+            weight.add_(step * direction)
+        out = value()[0].detach()
+        with torch.no_grad():
+            weight.sub_(step * direction)
+        return out
+
+    up, down = shifted(h), shifted(-h)
+    assert float((grad * direction).sum()) == pytest.approx(float((up - down) / (2 * h)),
+                                                            rel=1e-6)
+
+
 # --------------------------------------------------------------------------- SSR / Gauss-Newton
 def _tiny_pair(seed=0):
     torch.manual_seed(seed)
@@ -223,6 +290,63 @@ def test_jacobian_loop_equals_vectorized(batch):
     model = _model("relu")
     torch.testing.assert_close(bounds.input_jacobian(model, x[:4]),
                                bounds.input_jacobian(model, x[:4], vectorize=True))
+
+
+def _top_eigenvalue_by_definition(model, x):
+    """λ_max of (WL)ᵀ(WL) with W's C columns kept in the graph (C backward passes)."""
+    logits = model(x)
+    jac = bounds.logit_jacobian(logits, x, create_graph=True)
+    return torch.linalg.eigvalsh(bounds.gauss_newton_small_matrix(jac, logits))[:, -1]
+
+
+def _value_and_grads(fn, model, x):
+    x = x.detach().requires_grad_(True)
+    top = fn(x)
+    grads = torch.autograd.grad(top.sum(), [x, *model.parameters()])
+    return top.detach(), grads
+
+
+@pytest.mark.parametrize("arch", ["mlp", "cnn"])
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_ssr_one_backward_graph_equals_c_column_graph(arch, vectorize):
+    """SSR's eigenvalue through one kept backward pass (λ = ‖W L v‖², v the top
+    eigenvector held fixed) has the value and first derivatives (w.r.t. the input and every
+    parameter) of the C-column definition."""
+    torch.manual_seed(4)
+    x = torch.rand(5, 1, 4, 4, dtype=torch.float64)
+    for activation in ("softplus", "relu"):
+        model = _model(activation, beta=2.0, arch=arch, info=TINY, seed=1).double()
+        assert not bounds.uses_batch_statistics(model)
+        ref, ref_grads = _value_and_grads(lambda v: _top_eigenvalue_by_definition(model, v),
+                                          model, x)
+        top, grads = _value_and_grads(lambda v: bounds.gauss_newton_top_eigenvalue(
+            model, v, create_graph=True, vectorize=vectorize), model, x)
+        torch.testing.assert_close(top, ref, rtol=1e-10, atol=0.0)
+        for g, r in zip(grads, ref_grads):
+            torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-10 * float(r.abs().max()))
+
+
+def test_ssr_keeps_c_columns_when_batchnorm_couples_examples():
+    """With BatchNorm on batch statistics each example's logits depend on the others, so
+    one cotangent per example would mix them: the C-column graph is kept (same value and
+    gradients as the definition), and it differs from ‖W L v‖² there."""
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.Softplus(2.0),
+        torch.nn.Flatten(), torch.nn.Linear(12, 5)).double().train()
+    x = torch.rand(5, 1, 4, 4, dtype=torch.float64)
+    assert bounds.uses_batch_statistics(model)
+    ref, ref_grads = _value_and_grads(lambda v: _top_eigenvalue_by_definition(model, v),
+                                      model, x)
+    top, grads = _value_and_grads(
+        lambda v: bounds.gauss_newton_top_eigenvalue(model, v, create_graph=True), model, x)
+    torch.testing.assert_close(top, ref, rtol=1e-10, atol=0.0)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-10 * float(r.abs().max()))
+    mixed = bounds.gauss_newton._top_eigenvalue_from_eigenvector(
+        model(x.requires_grad_(True)), x, vectorize=False).detach()
+    assert float((mixed - ref).abs().max()) > 1e-6 * float(ref.abs().max())
+    assert not bounds.uses_batch_statistics(model.eval())
 
 
 # --------------------------------------------------------------------------- Hutchinson

@@ -51,9 +51,11 @@ first derivatives of the logits (and is the exact input Hessian of CE for ReLU n
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import sys
+import types
 from typing import Any, ClassVar
 
 import torch
@@ -206,6 +208,52 @@ def _kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
     """Per-example KL(softmax(logits_p) ‖ softmax(logits_q)), (N,)."""
     lp, lq = F.log_softmax(logits_p, 1), F.log_softmax(logits_q, 1)
     return (lp.exp() * (lp - lq)).sum(1)
+
+
+def _batchnorm_from_plain_ops(self: nn.modules.batchnorm._BatchNorm,
+                              x: torch.Tensor) -> torch.Tensor:
+    """``nn.BatchNorm*.forward`` on batch statistics, written with plain tensor ops
+    (mean, biased variance, affine map), and the running statistics updated as PyTorch
+    does (momentum, or the cumulative average when ``momentum`` is None; unbiased
+    variance). A layer on running statistics (eval mode) runs its own forward, an affine
+    map whose derivatives all exist."""
+    if not (self.training or self.running_mean is None):
+        return type(self).forward(self, x)
+    dims = [0, *range(2, x.ndim)]
+    shape = [1, -1] + [1] * (x.ndim - 2)
+    n = x.numel() // x.shape[1]
+    if self.training and n < 2:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                         f"size {tuple(x.shape)}")
+    mean, var = x.mean(dims), x.var(dims, correction=0)
+    if self.training and self.track_running_stats:
+        with torch.no_grad():
+            self.num_batches_tracked.add_(1)
+            m = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+            self.running_mean.mul_(1 - m).add_(mean.detach(), alpha=m)
+            self.running_var.mul_(1 - m).add_(var.detach() * (n / (n - 1)), alpha=m)
+    out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + self.eps)
+    return out * self.weight.reshape(shape) + self.bias.reshape(shape) if self.affine else out
+
+
+@contextlib.contextmanager
+def _differentiable_batchnorm(model: nn.Module):
+    """BatchNorm layers that normalise with batch statistics compute them with plain tensor
+    ops inside the block: the same values up to rounding, with derivatives of every order
+    (PyTorch's fused batch_norm has no third derivative, which training through a
+    Hessian-vector product needs). Each layer's forward is restored on exit (blocks nest)."""
+    swapped = {m: vars(m).get("forward") for m in model.modules()
+               if isinstance(m, nn.modules.batchnorm._BatchNorm)}
+    for m in swapped:
+        m.forward = types.MethodType(_batchnorm_from_plain_ops, m)
+    try:
+        yield model
+    finally:
+        for m, previous in swapped.items():
+            if previous is None:
+                del m.forward
+            else:  # nested blocks: the outer block's forward
+                m.forward = previous
 
 
 class _LogProb(nn.Module):
@@ -433,8 +481,11 @@ class SSR(Loss):
     λ_max is the top eigenvalue of the Gauss-Newton input Hessian of CE (W the input
     Jacobian of the logits, A = diag(p) − ppᵀ), computed differentiably from the C×C
     matrix ``(WL)ᵀ(WL)`` (:func:`robattr.bounds.gauss_newton_top_eigenvalue`), from the
-    same forward pass as CE; W costs C extra backward passes kept in the graph. Works on
-    ReLU networks (only first derivatives of the logits; Prop. 3: exact there).
+    same forward pass as CE; W costs C extra backward passes that keep no graph, plus one
+    kept in the graph (``W L v``, v the top eigenvector). When BatchNorm normalises with
+    batch statistics (train mode), which couples the examples, the C passes are kept in
+    the graph instead. Works on ReLU networks (only first derivatives of the logits;
+    Prop. 3: exact there).
     Defaults: ssr_beta = 0.3 (000 Sec. 5 / C2), scale = 1 (C2: "s = 1 is a good scaling
     factor" for [0, 1] data; 000 used 1e6 on [0, 255]). One difference from the reference
     code (robust/smooth_space.py): it averages W over colour channels before the
@@ -473,9 +524,11 @@ class HessianNorm(Loss):
     step, the logit of the label). Needs a twice-differentiable model: H is zero through
     ReLU, so a ReLU model raises ValueError unless ``surrogate_beta`` is given; then CE
     is computed on the model as it is and the regulariser on a Softplus(surrogate_beta)
-    copy sharing the weights. Default lam = 1e-3 (003's LeNet choice). Scale note: our
-    gradients are w.r.t. pixels, RobustAGA's w.r.t. normalised inputs, so our ‖Hv‖² is
-    about (1/std)⁴ times theirs.
+    copy sharing the weights. Training through ``‖Hv‖²`` needs third derivatives, which
+    PyTorch's fused BatchNorm lacks: BatchNorm layers on batch statistics are computed with
+    plain tensor ops for this loss (same values, :func:`_differentiable_batchnorm`).
+    Default lam = 1e-3 (003's LeNet choice). Scale note: our gradients are w.r.t. pixels,
+    RobustAGA's w.r.t. normalised inputs, so our ‖Hv‖² is about (1/std)⁴ times theirs.
     """
 
     name = "hessian"
@@ -499,16 +552,18 @@ class HessianNorm(Loss):
                 "loss 'hessian' needs second derivatives of the network, which are zero "
                 "through ReLU: train a softplus model (activation='softplus', beta=...) or "
                 "pass surrogate_beta=... to regularise a Softplus copy sharing the weights")
-        logits = model(x)
-        ce = F.cross_entropy(logits, y)
-        if relu:
-            with using_activation(model, "softplus", self.surrogate_beta):
-                if has_relu(model):
-                    raise ValueError("loss 'hessian': surrogate_beta swaps nn.ReLU modules only; "
-                                     "this model has another piecewise-linear activation")
-                reg = _hutchinson(model(x), x, y, self.samples, None, True).mean()
-        else:
-            reg = _hutchinson(logits, x, y, self.samples, None, True).mean()
+        with _differentiable_batchnorm(model):
+            logits = model(x)
+            ce = F.cross_entropy(logits, y)
+            if relu:
+                with using_activation(model, "softplus", self.surrogate_beta):
+                    if has_relu(model):
+                        raise ValueError("loss 'hessian': surrogate_beta swaps nn.ReLU modules "
+                                         "only; this model has another piecewise-linear "
+                                         "activation")
+                    reg = _hutchinson(model(x), x, y, self.samples, None, True).mean()
+            else:
+                reg = _hutchinson(logits, x, y, self.samples, None, True).mean()
         loss = ce + self.lam * reg
         return loss, {"ce": ce.detach(), "hess_sq": reg.detach(), "acc": self.accuracy(logits, y)}
 

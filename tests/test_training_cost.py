@@ -1,0 +1,58 @@
+"""Smoke tests of benchmarks/training.py (its tables, not its timings: speed is measured by
+the benchmark, never asserted)."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def training():
+    spec = importlib.util.spec_from_file_location("bench_training",
+                                                  ROOT / "benchmarks" / "training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_paper_ratios_come_from_the_tables(training):
+    from robattr import papers
+
+    ratios = training.paper_ratios()
+    table = papers.table("wang2020_table3")
+    hours = {r.training: r.value for r in table[table["metric"] == "time_per_epoch_h"].itertuples()}
+    assert set(hours) == set(training.PAPER_000.values()) == {"Madry", "SSR", "IG-NORM"}
+    assert ratios["000"]["SSR"] == pytest.approx(0.18 / 0.24)
+    assert ratios["000"]["IG-NORM"] == pytest.approx(0.44 / 0.24)
+    assert ratios["003"][("LeNet", "l2+Cosd", "time")] == 2.75
+    assert ratios["003"][("ResNet18", "Hessian", "time")] == 8.95
+
+
+@pytest.mark.parametrize("arch", ["lenet", "resnet20", "resnet18_cifar"])
+def test_cifar_archs_draw_only_the_timed_batches(training, arch):
+    info, batches, per_epoch, _ = training._batches(arch, 50_000, 128, 4, seed=0)
+    assert len(batches) == 4 and per_epoch == 391
+    assert batches[0][0].shape == (128, 3, 32, 32) and batches[0][1].max() < 10
+    assert info["num_classes"] == 10
+
+
+def test_table_has_ratios_to_ce_and_at(training, capsys):
+    training.main(["--archs", "cnn", "--losses", "ssr", "--steps", "1", "--threads", "1",
+                   "--device", "cpu"])
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.split() and line.split()[0] in ("ce", "at", "ssr")}
+    assert set(rows) == {"ce", "at", "ssr"}       # ce and at are added as the baselines
+    assert rows["ce"][2] == "x1.00" and rows["at"][4] == "x1.00"
+    assert rows["ssr"][5] == "x0.75"              # 000 Table 3: 0.18 h / 0.24 h
+
+
+def test_bad_arguments_are_refused(training):
+    with pytest.raises(SystemExit):
+        training.main(["--archs", "vgg"])
+    with pytest.raises(SystemExit):
+        training.main(["--steps", "0"])
