@@ -60,6 +60,15 @@ def test_every_toc_page_is_in_the_html(built):
 
 
 @pytest.mark.slow
+def test_every_notebook_page_collapses_its_setup_cell(built):
+    dst, _ = built
+    html = dst / "book" / "_build" / "html" / "book"
+    for nb in pipeline.discover(dst):
+        page = (html / f"{nb.key}.html").read_text()
+        assert "tag_hide-input" in page, f"{nb.key}: no collapsed setup cell in the HTML"
+
+
+@pytest.mark.slow
 def test_example_page_has_its_figure_and_local_maths(built):
     dst, _ = built
     page = (dst / "book" / "_build" / "html" / "book" / "example" / "digits_saliency.html").read_text()
