@@ -37,7 +37,7 @@ print("torch", torch.__version__, "cuda", torch.version.cuda,
 EOF
 
 # 1. correctness: the cuda tests and the 25 notebooks, side by side
-step notebooks 270 $PY -m robattr.cli build --profile benchmarks/gpu_quick.yml --no-html --force \
+step notebooks 270 $PY -m robattr.book.cli build --profile benchmarks/gpu_quick.yml --no-html --force \
     --no-progress --jobs 4 &
 nb=$!
 ROBATTR_CUDA_REPORT="$OUT_DIR/cuda_report.csv" \

@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 
-from robattr.sweep import sweep
+from robattr.book.sweep import sweep
 
 
 def timed(notebook: str, executor: str, jobs: int, out: str) -> float:

@@ -1,6 +1,7 @@
 """robattr: robustness of feature attributions, the package behind the book.
 
-Submodules (imported on first use, so ``import robattr`` stays cheap):
+Two halves. The science core (submodules imported on first use, so ``import robattr``
+stays cheap):
 
 ``data``          datasets with pixels in [0, 1] (digits ships offline)
 ``catalog``       names and sizes of datasets, architectures, losses (no torch)
@@ -13,16 +14,19 @@ Submodules (imported on first use, so ``import robattr`` stays cheap):
 ``bounds``        the papers' bounds and certificates
 ``precision``     full fp32 on CUDA by default; TF32 / bf16 on request
 ``memory``        probes of what autograd keeps for backward
-``params``        notebook parameters: rules declared in the parameters cell, checked
-``pipeline``      papermill + jupyter-book build, profiles
 ``evaluate``      each paper's headline evaluation as one function (the cross-paper matrix)
-``executors``     where notebook runs execute: here, worker processes, a Ray cluster
-``sweep``         one notebook over a grid of parameter values, results as one CSV
 ``results``       scalars a notebook records, kept next to the executed notebook
 ``papers``        citations and the papers' printed tables, our-vs-paper helpers, ``claim``
 ``verdicts``      rules that compute a claim's verdict (uncertainty, scale)
-``verdicts_page`` the book's Verdicts page, from the recorded claims
 ``viz``           heatmaps and tables for the book
+``utils``         ``get_device``, ``seed_everything``
+
+and the book machinery, :mod:`robattr.book` (notebooks, parameters, profiles, stamps,
+execution and executors, the HTML book, sweeps, the ``robattr`` command), which the
+core never imports. Its former top-level names still resolve: ``robattr.pipeline`` is
+``robattr.book``; ``robattr.params``, ``executors``, ``sweep``, ``verdicts_page`` and
+``cli`` are the modules of the same name in ``robattr.book``; ``robattr.check_params()``
+is :func:`robattr.book.params.check_notebook`.
 """
 from __future__ import annotations
 
@@ -31,20 +35,32 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "attacks", "attributions", "bounds", "catalog", "data", "evaluate", "executors", "memory", "metrics", "models",
-    "papers",
-    "params", "precision", "pipeline", "results", "sweep", "train", "utils", "verdicts", "verdicts_page", "viz",
+    "attacks", "attributions", "book", "bounds", "catalog", "data", "evaluate", "memory",
+    "metrics", "models", "papers", "precision", "results", "train", "utils", "verdicts", "viz",
     "zoo",
 }
 
-__all__ = sorted(_SUBMODULES | {"__version__", "check_params", "get_device", "seed_everything"})
+#: Former top-level modules of the book machinery: {old name: where it lives now}.
+_BOOK_ALIASES = {
+    "pipeline": "robattr.book",
+    "params": "robattr.book.params",
+    "executors": "robattr.book.executors",
+    "sweep": "robattr.book.sweep",
+    "verdicts_page": "robattr.book.verdicts_page",
+    "cli": "robattr.book.cli",
+}
+
+__all__ = sorted(_SUBMODULES | set(_BOOK_ALIASES)
+                 | {"__version__", "check_params", "get_device", "seed_everything"})
 
 
 def __getattr__(name: str):
     if name in _SUBMODULES:
         return importlib.import_module(f"robattr.{name}")
+    if name in _BOOK_ALIASES:
+        return importlib.import_module(_BOOK_ALIASES[name])
     if name in {"get_device", "seed_everything"}:
         return getattr(importlib.import_module("robattr.utils"), name)
     if name == "check_params":
-        return importlib.import_module("robattr.params").check_notebook
+        return importlib.import_module("robattr.book.params").check_notebook
     raise AttributeError(f"module 'robattr' has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Names and sizes that are known without importing torch.
 
 The command line checks notebook parameters against these before anything heavy is
-imported, so a bad value is refused at once (:mod:`robattr.params`). :mod:`robattr.data`,
+imported, so a bad value is refused at once (:mod:`robattr.book.params`). :mod:`robattr.data`,
 :mod:`robattr.models` and :mod:`robattr.train` take their names from here, and the tests
 check that the sizes agree with what :func:`robattr.data.info` and
 :func:`robattr.data.load` return.

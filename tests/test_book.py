@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from robattr import pipeline
+from robattr.book import builder, profiles
+from robattr.book.notebooks import discover
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +37,7 @@ def built(tmp_path_factory):
         shutil.copytree(ROOT / "book" / "mathjax", dst / "book" / "mathjax")
     mp = pytest.MonkeyPatch()
     mp.setenv("ROBATTR_CACHE", str(dst / "cache"))
-    report = pipeline.build(dst, profile="smoke", progress=False, log=lambda *a: None)
+    report = builder.build(dst, profile="smoke", progress=False, log=lambda *a: None)
     yield dst, report
     mp.undo()
 
@@ -45,7 +46,7 @@ def built(tmp_path_factory):
 def test_every_notebook_runs_in_the_smoke_profile(built):
     dst, report = built
     assert report.failed == [], "\n".join(map(str, report.failed))
-    keys = {nb.key for nb in pipeline.discover(dst)}
+    keys = {nb.key for nb in discover(dst)}
     assert set(report.executed) == keys
 
 
@@ -63,7 +64,7 @@ def test_every_toc_page_is_in_the_html(built):
 def test_every_notebook_page_collapses_its_setup_cell(built):
     dst, _ = built
     html = dst / "book" / "_build" / "html" / "book"
-    for nb in pipeline.discover(dst):
+    for nb in discover(dst):
         page = (html / f"{nb.key}.html").read_text()
         assert "tag_hide-input" in page, f"{nb.key}: no collapsed setup cell in the HTML"
 
@@ -114,13 +115,13 @@ def test_every_shipped_profile_resolves_for_every_notebook(name):
     """A misspelt name or a bad value in a profile (paper.yml and the chapter files)
     fails here, not hours into a GPU run: every notebook's parameters resolve and pass
     their declared rules, and every notebook key the profile names exists."""
-    notebooks = pipeline.discover(ROOT)
-    prof = pipeline.load_profile(name)
-    pipeline._check_profile_keys(prof, notebooks, name)
+    notebooks = discover(ROOT)
+    prof = profiles.load_profile(name)
+    profiles.check_profile_keys(prof, notebooks, name)
     for nb in notebooks:
-        values = pipeline.resolve(nb, prof)
+        values = profiles.resolve(nb, prof)
         assert set(values) == set(nb.parameters), nb.key
     if name == "paper":        # the paper profile really changes the data of every chapter
         changed = {nb.key.split("/")[0] for nb in notebooks
-                   if pipeline.resolve(nb, prof) != pipeline.resolve(nb, "quick")}
+                   if profiles.resolve(nb, prof) != profiles.resolve(nb, "quick")}
         assert changed == {nb.key.split("/")[0] for nb in notebooks}

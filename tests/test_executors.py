@@ -10,9 +10,11 @@ import json
 import pandas as pd
 import pytest
 
-from robattr import cli, pipeline
-from robattr.executors import Job, run_jobs
-from robattr.sweep import grid, parse_values, run_name, sweep
+from robattr.book import builder, cli, notebooks, profiles
+from robattr.book.executors import Job, make_job, run_jobs
+from robattr.book.params import Parameter, parse_rule
+from robattr.book.stamps import STAMPS
+from robattr.book.sweep import grid, parse_values, run_name, sweep
 
 from test_pipeline import make_notebook, make_project
 
@@ -64,11 +66,9 @@ def _check_sweep(report, root, tmp_path):
 
 
 def test_parse_values_and_grid():
-    from robattr.params import parse_rule
-
-    p = pipeline.Parameter("eps", 0.1, parse_rule("float >= 0"))
+    p = Parameter("eps", 0.1, parse_rule("float >= 0"))
     assert parse_values("0.1, 0.2,1", p) == [0.1, 0.2, 1.0]
-    lst = pipeline.Parameter("eps", [0.1], parse_rule("list of float >= 0"))
+    lst = Parameter("eps", [0.1], parse_rule("list of float >= 0"))
     assert parse_values("[1,2],[4]", lst) == [[1, 2], [4]]
     with pytest.raises(ValueError):
         parse_values("0.1,abc", p)
@@ -103,14 +103,14 @@ def test_cli_sweep_exit_code_and_summary(project, tmp_path, capsys):
 def test_profile_resources_reach_the_job(tmp_path, project):
     prof = tmp_path / "p.yml"
     prof.write_text("resources:\n  default: {cpus: 2}\n  'ch/*': {gpus: 1}\n")
-    loaded = pipeline.load_profile(str(prof))
-    nb = pipeline.discover(project)[0]
-    job = pipeline.make_job(nb, pipeline.resolve(nb, loaded), loaded)
+    loaded = profiles.load_profile(str(prof))
+    nb = notebooks.discover(project)[0]
+    job = make_job(nb, profiles.resolve(nb, loaded), loaded)
     assert (job.cpus, job.gpus) == (2.0, 1.0)
     assert job.env["ROBATTR_CACHE"] == str(tmp_path / "cache")
     prof.write_text("resources:\n  default: {gpu: 1}\n")
     with pytest.raises(ValueError, match="'cpus' and 'gpus'"):
-        pipeline.load_profile(str(prof))
+        profiles.load_profile(str(prof))
 
 
 def test_run_jobs_checks_its_arguments():
@@ -146,7 +146,7 @@ def test_ray_sweep_on_a_three_node_cluster(project, tmp_path, ray_cluster):
 
 @pytest.mark.slow
 def test_ray_refuses_jobs_the_cluster_cannot_hold(project, ray_cluster):
-    nb = pipeline.discover(project)[0]
+    nb = notebooks.discover(project)[0]
     job = Job("big", nb.key, nb.path.read_bytes(), {"x": 1, "fail_at": -1}, "o.ipynb", gpus=1)
     with pytest.raises(RuntimeError, match="needs 1 GPU"):
         list(run_jobs([job], executor="ray", address=ray_cluster.address))
@@ -154,10 +154,10 @@ def test_ray_refuses_jobs_the_cluster_cannot_hold(project, ray_cluster):
 
 @pytest.mark.slow
 def test_build_on_ray_writes_pages_and_stamps(project, ray_cluster):
-    report = pipeline.build(project, executor="ray", address=ray_cluster.address, jobs=0,
+    report = builder.build(project, executor="ray", address=ray_cluster.address, jobs=0,
                             html=False, progress=False, log=lambda *a: None)
     assert report.executed == ["ch/sweepme"] and not report.failed
     assert (project / "book" / "ch" / "sweepme.ipynb").is_file()
     assert (project / "book" / "ch" / "sweepme.results.csv").is_file()
-    stamps = json.loads((project / "book" / pipeline.STAMPS).read_text())
+    stamps = json.loads((project / "book" / STAMPS).read_text())
     assert "ch/sweepme" in stamps

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from robattr import papers, pipeline, results
+from robattr import papers, results
+from robattr.book import profiles
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "papers" / "tables"
 
@@ -92,17 +93,17 @@ def test_record_appends_rows_to_the_results_file(tmp_path, monkeypatch):
 
 
 def test_chapter_profile_files_are_merged_and_checked(tmp_path, monkeypatch):
-    smoke = pipeline.load_profile("smoke")["notebooks"]
+    smoke = profiles.load_profile("smoke")["notebooks"]
     assert "wangkong2025/montecarlo" in smoke and "example/digits_saliency" in smoke
     fake = tmp_path / "profiles"
     (fake / "chapters").mkdir(parents=True)
     (fake / "smoke.yml").write_text("notebooks: {}\n")
     (fake / "chapters" / "ch.yml").write_text("smoke:\n  other/nb: {a: 1}\n")
-    monkeypatch.setattr(pipeline, "_PROFILE_DIR", fake)
-    with pytest.raises(pipeline.ParameterError, match="not in chapter 'ch'"):
-        pipeline.load_profile("smoke")
+    monkeypatch.setattr(profiles, "_PROFILE_DIR", fake)
+    with pytest.raises(profiles.ParameterError, match="not in chapter 'ch'"):
+        profiles.load_profile("smoke")
     (fake / "chapters" / "ch.yml").write_text("smook:\n  ch/nb: {a: 1}\n")
-    with pytest.raises(pipeline.ParameterError, match="unknown profiles"):
-        pipeline.load_profile("smoke")
+    with pytest.raises(profiles.ParameterError, match="unknown profiles"):
+        profiles.load_profile("smoke")
     (fake / "chapters" / "ch.yml").write_text("smoke:\n  ch/nb: {a: 1}\n")
-    assert pipeline.load_profile("smoke")["notebooks"] == {"ch/nb": {"a": 1}}
+    assert profiles.load_profile("smoke")["notebooks"] == {"ch/nb": {"a": 1}}

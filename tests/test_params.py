@@ -9,8 +9,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from robattr import cli, pipeline
-from robattr.params import (ParameterError, bad_examples, check_notebook, check_values,
+from robattr.book import builder, cli, html
+from robattr.book.notebooks import discover
+from robattr.book.params import (ParameterError, bad_examples, check_notebook, check_values,
                             parse_rule, read_cell)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +140,7 @@ def test_check_notebook_reads_the_cell_and_the_namespace():
 
 # ----------------------------------------------------------------- the book's notebooks
 def test_every_notebook_declares_every_parameter_and_its_defaults_pass():
-    notebooks = pipeline.discover(ROOT)          # refuses a notebook with an undeclared parameter
+    notebooks = discover(ROOT)          # refuses a notebook with an undeclared parameter
     assert len(notebooks) >= 25
     for nb in notebooks:
         assert nb.parameters, nb.key
@@ -155,10 +156,10 @@ def test_every_bad_value_of_every_parameter_is_refused_before_papermill(monkeypa
     def started(*args, **kwargs):
         raise AssertionError("the notebook was executed")
 
-    monkeypatch.setattr(pipeline, "run_one", started)
-    monkeypatch.setattr(pipeline, "build_html", started)
+    monkeypatch.setattr(builder, "run_one", started)
+    monkeypatch.setattr(html, "build_html", started)
     monkeypatch.chdir(ROOT)
-    cases = [(nb.key, name, bad) for nb in pipeline.discover(ROOT)
+    cases = [(nb.key, name, bad) for nb in discover(ROOT)
              for name, p in nb.parameters.items() for bad in bad_examples(p)]
     for key, name, bad in cases:
         text = yaml.safe_dump(bad, default_flow_style=True).strip().removesuffix("\n...")
@@ -189,8 +190,8 @@ def test_checking_parameters_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from robattr import pipeline\n"
-            "for nb in pipeline.discover(sys.argv[1]): pipeline.resolve(nb, 'quick')\n"
+    code = ("import sys; from robattr.book import notebooks, profiles\n"
+            "for nb in notebooks.discover(sys.argv[1]): profiles.resolve(nb, 'quick')\n"
             "print(sorted(m for m in ('torch', 'papermill') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True,
                          text=True, check=True).stdout
@@ -200,7 +201,7 @@ def test_checking_parameters_does_not_import_torch():
 def test_values_in_exponent_notation_are_numbers():
     """PyYAML alone reads ``1e-3`` as a string; robattr reads it as a number, on the
     command line, in sweeps and in profiles."""
-    from robattr.params import read_yaml
+    from robattr.book.params import read_yaml
 
     assert read_yaml("1e-3") == 1e-3 and read_yaml("-1e-6") == -1e-6 and read_yaml("+2E4") == 2e4
     assert read_yaml("[1e-3, 0.5, 3]") == [1e-3, 0.5, 3]

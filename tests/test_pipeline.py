@@ -6,8 +6,9 @@ import json
 import nbformat
 import pytest
 
-from robattr import cli, pipeline
-from robattr.params import ParameterError
+from robattr.book import builder, cli, executors, notebooks, profiles
+from robattr.book.params import ParameterError
+from robattr.book.stamps import STAMPS, read_stamps, stamp
 
 PARAMS = '''n = 3  # int >= 0 | how many squares to print
 name = "demo"  # str | a label
@@ -67,7 +68,7 @@ def quiet(*args, **kwargs):
 
 # ----------------------------------------------------------------- discovery and parameters
 def test_read_parameters_names_defaults_and_help(book):
-    params = pipeline.read_parameters(book / "notebooks" / "ch" / "one.ipynb")
+    params = notebooks.read_parameters(book / "notebooks" / "ch" / "one.ipynb")
     assert list(params) == ["n", "name", "eps", "epochs", "fail_at"]
     assert params["n"].default == 3 and params["n"].help == "how many squares to print"
     assert params["eps"].default == [0.1, 0.2] and params["name"].type_name == "str"
@@ -77,72 +78,72 @@ def test_read_parameters_names_defaults_and_help(book):
 def test_undeclared_parameter_is_refused(tmp_path):
     path = make_notebook(tmp_path / "bad.ipynb", params="n = 3  # a count without a rule\n")
     with pytest.raises(ParameterError, match="parameter 'n' is not declared"):
-        pipeline.read_parameters(path)
+        notebooks.read_parameters(path)
 
 
 def test_parameters_cell_must_be_literals(tmp_path):
     path = make_notebook(tmp_path / "bad.ipynb", params="n = len('abc')\n")
     with pytest.raises(ValueError, match="literal default"):
-        pipeline.read_parameters(path)
+        notebooks.read_parameters(path)
 
 
 def test_discover_and_find(book):
-    nbs = pipeline.discover(book)
+    nbs = notebooks.discover(book)
     assert [nb.key for nb in nbs] == ["ch/one", "ch/two"]
-    assert pipeline.find("ch/two", nbs).key == "ch/two"
-    assert pipeline.find("notebooks/ch/one.ipynb", nbs).key == "ch/one"
+    assert notebooks.find("ch/two", nbs).key == "ch/two"
+    assert notebooks.find("notebooks/ch/one.ipynb", nbs).key == "ch/one"
     with pytest.raises(ParameterError, match="known notebooks: ch/one, ch/two"):
-        pipeline.find("nope", nbs)
+        notebooks.find("nope", nbs)
 
 
 def test_project_root_is_found_from_a_subfolder(book):
-    assert pipeline.project_root(book / "notebooks" / "ch") == book.resolve()
+    assert notebooks.project_root(book / "notebooks" / "ch") == book.resolve()
 
 
 def test_parse_value_types(book):
-    p = pipeline.read_parameters(book / "notebooks" / "ch" / "one.ipynb")
-    assert pipeline.parse_value("5", p["n"]) == 5
-    assert pipeline.parse_value("[0.5, 1]", p["eps"]) == [0.5, 1]
-    assert pipeline.parse_value("0.3", p["eps"]) == [0.3]
-    assert pipeline.parse_value("other", p["name"]) == "other"
+    p = notebooks.read_parameters(book / "notebooks" / "ch" / "one.ipynb")
+    assert profiles.parse_value("5", p["n"]) == 5
+    assert profiles.parse_value("[0.5, 1]", p["eps"]) == [0.5, 1]
+    assert profiles.parse_value("0.3", p["eps"]) == [0.3]
+    assert profiles.parse_value("other", p["name"]) == "other"
     with pytest.raises(ParameterError, match="'n' must be `int >= 0`, got 'abc'"):
-        pipeline.parse_value("abc", p["n"])
+        profiles.parse_value("abc", p["n"])
 
 
 def test_resolve_layers_and_errors(book, tmp_path):
-    nb = pipeline.find("ch/one", pipeline.discover(book))
+    nb = notebooks.find("ch/one", notebooks.discover(book))
     prof = profile(tmp_path, "defaults: {n: 4, not_here: 1}\nnotebooks:\n  ch/one: {name: p}\n")
-    values = pipeline.resolve(nb, prof, {"epochs": 7})
+    values = profiles.resolve(nb, prof, {"epochs": 7})
     assert values == {"n": 4, "name": "p", "eps": [0.1, 0.2], "epochs": 7, "fail_at": -1}
     with pytest.raises(ParameterError, match=r"unknown parameter 'no_such'.*valid parameters: n, name"):
-        pipeline.resolve(nb, "quick", {"no_such": 1})
+        profiles.resolve(nb, "quick", {"no_such": 1})
     with pytest.raises(ParameterError, match="ch/one: parameter 'epochs' must be `int >= 1`, got -1"):
-        pipeline.resolve(nb, "quick", {"epochs": -1})
+        profiles.resolve(nb, "quick", {"epochs": -1})
 
 
 def test_unknown_profile_and_unknown_notebook_in_profile(book, tmp_path):
     with pytest.raises(ParameterError, match="unknown profile 'nope'"):
-        pipeline.load_profile("nope")
+        profiles.load_profile("nope")
     prof = profile(tmp_path, "notebooks:\n  ch/three: {n: 1}\n")
     with pytest.raises(ParameterError, match="do not exist"):
-        pipeline.build(book, profile=prof, html=False, log=quiet)
+        builder.build(book, profile=prof, html=False, log=quiet)
 
 
 def test_profile_precision_reaches_the_kernel_and_the_stamp(book, tmp_path, monkeypatch):
     monkeypatch.delenv("ROBATTR_PRECISION", raising=False)
-    (nb,) = [n for n in pipeline.discover(book) if n.key == "ch/one"]
-    params = pipeline.resolve(nb, "quick")
-    plain = pipeline.load_profile("quick")
-    assert plain["precision"] is None and "ROBATTR_PRECISION" not in pipeline.make_job(
+    (nb,) = [n for n in notebooks.discover(book) if n.key == "ch/one"]
+    params = profiles.resolve(nb, "quick")
+    plain = profiles.load_profile("quick")
+    assert plain["precision"] is None and "ROBATTR_PRECISION" not in executors.make_job(
         nb, params, plain).env
-    assert pipeline.effective_precision(plain) == "fp32"
-    tf32 = pipeline.load_profile(profile(tmp_path, "precision: tf32\n"))
-    assert pipeline.make_job(nb, params, tf32).env["ROBATTR_PRECISION"] == "tf32"
-    assert pipeline.stamp(nb, params, "tf32") != pipeline.stamp(nb, params, "fp32")
+    assert profiles.effective_precision(plain) == "fp32"
+    tf32 = profiles.load_profile(profile(tmp_path, "precision: tf32\n"))
+    assert executors.make_job(nb, params, tf32).env["ROBATTR_PRECISION"] == "tf32"
+    assert stamp(nb, params, "tf32") != stamp(nb, params, "fp32")
     monkeypatch.setenv("ROBATTR_PRECISION", "tf32")
-    assert pipeline.effective_precision(plain) == "tf32"
+    assert profiles.effective_precision(plain) == "tf32"
     with pytest.raises(ParameterError, match="precision must be one of fp32, tf32, got 'bf16'"):
-        pipeline.load_profile(profile(tmp_path, "precision: bf16\n"))
+        profiles.load_profile(profile(tmp_path, "precision: bf16\n"))
 
 
 # ----------------------------------------------------------------- execution
@@ -160,49 +161,49 @@ def injected_tags(path):
 @pytest.mark.slow
 def test_build_skips_unchanged_and_reexecutes_on_change(book, tmp_path):
     out = book / "book" / "ch" / "one.ipynb"
-    first = pipeline.build(book, html=False, progress=False, log=quiet)
+    first = builder.build(book, html=False, progress=False, log=quiet)
     assert first.executed == ["ch/one", "ch/two"] and first.ok
     assert "demo [0, 1, 4]" in outputs_text(out)
     assert injected_tags(out) == ["injected-parameters", "remove-cell"]   # defaults: hidden
 
     lines = []
-    second = pipeline.build(book, html=False, progress=False, log=lines.append)
+    second = builder.build(book, html=False, progress=False, log=lines.append)
     assert second.executed == [] and second.skipped == ["ch/one", "ch/two"]
     assert any("no notebook executed" in line for line in lines)
 
     # a parameter change re-executes exactly the notebook it touches
     prof = profile(tmp_path, "notebooks:\n  ch/one: {n: 4}\n")
-    third = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
+    third = builder.build(book, profile=prof, html=False, progress=False, log=quiet)
     assert third.executed == ["ch/one"] and third.skipped == ["ch/two"]
     assert "demo [0, 1, 4, 9]" in outputs_text(out)
     assert injected_tags(out) == ["injected-parameters"]    # other values: shown in the book
 
     # editing the source re-executes too
     make_notebook(book / "notebooks" / "ch" / "two.ipynb", cells=(BODY, "print('edited')"))
-    fourth = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
+    fourth = builder.build(book, profile=prof, html=False, progress=False, log=quiet)
     assert fourth.executed == ["ch/two"]
 
 
 @pytest.mark.slow
 def test_failure_is_reported_and_never_stamped(book, tmp_path):
     prof = profile(tmp_path, "notebooks:\n  ch/two: {n: 5, fail_at: 5}\n")
-    report = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
+    report = builder.build(book, profile=prof, html=False, progress=False, log=quiet)
     assert report.executed == ["ch/one"]          # kept going past the failure
     (failure,) = report.failed
     assert failure.key == "ch/two" and failure.cell == 4
     assert "RuntimeError: asked to fail" in str(failure) and "cell 4" in str(failure)
-    stamps = json.loads((book / "book" / pipeline.STAMPS).read_text())
+    stamps = json.loads((book / "book" / STAMPS).read_text())
     assert "ch/two" not in stamps and "ch/one" in stamps
     # the next build tries it again instead of skipping it
-    again = pipeline.build(book, profile=prof, html=False, progress=False, log=quiet)
+    again = builder.build(book, profile=prof, html=False, progress=False, log=quiet)
     assert [f.key for f in again.failed] == ["ch/two"] and again.skipped == ["ch/one"]
 
 
 @pytest.mark.slow
 def test_removed_source_removes_its_executed_notebook(book):
-    pipeline.build(book, html=False, progress=False, log=quiet)
+    builder.build(book, html=False, progress=False, log=quiet)
     (book / "notebooks" / "ch" / "two.ipynb").unlink()
-    pipeline.build(book, html=False, progress=False, log=quiet)
+    builder.build(book, html=False, progress=False, log=quiet)
     assert not (book / "book" / "ch" / "two.ipynb").exists()
     assert (book / "book" / "ch" / "one.ipynb").exists()
 
@@ -214,7 +215,7 @@ def test_cli_run_one_notebook_with_parameters(book, capsys):
     assert "cli [0, 1]" in outputs_text(book / "book" / "ch" / "one.ipynb")
     assert not (book / "book" / "ch" / "two.ipynb").exists()
     # the next quick build re-executes it with the profile's values: nothing stale survives
-    report = pipeline.build(book, html=False, progress=False, log=quiet)
+    report = builder.build(book, html=False, progress=False, log=quiet)
     assert "ch/one" in report.executed
     assert "demo [0, 1, 4]" in outputs_text(book / "book" / "ch" / "one.ipynb")
 
@@ -226,14 +227,14 @@ def test_cli_run_failure_names_the_cell(book, capsys):
     assert rc == 1 and "ch/one: cell 4 of the source failed: RuntimeError: asked to fail" in err
     # as in a build: the executed notebook (with its traceback) is kept, no stamp recorded
     assert "asked to fail" in (book / "book" / "ch" / "one.ipynb").read_text()
-    assert "ch/one" not in pipeline._read_stamps(book / "book")
+    assert "ch/one" not in read_stamps(book / "book")
 
 
 @pytest.mark.slow
 def test_cli_run_records_a_stamp_like_build(book):
     assert cli.main(["run", "ch/one", "--no-html", "--no-progress"]) == 0
-    assert "ch/one" in pipeline._read_stamps(book / "book")
-    report = pipeline.build(book, only="ch/one", html=False, progress=False, log=quiet)
+    assert "ch/one" in read_stamps(book / "book")
+    report = builder.build(book, only="ch/one", html=False, progress=False, log=quiet)
     assert report.skipped == ["ch/one"] and not report.executed
 
 
@@ -271,14 +272,14 @@ def test_two_builds_at_once_keep_both_stamps(book):
     import subprocess
     import sys
 
-    code = ("import sys; from robattr import pipeline\n"
-            "r = pipeline.build(sys.argv[1], only=sys.argv[2], html=False, progress=False,\n"
-            "                   log=lambda *a: None)\n"
+    code = ("import sys; from robattr.book import builder\n"
+            "r = builder.build(sys.argv[1], only=sys.argv[2], html=False, progress=False,\n"
+            "                  log=lambda *a: None)\n"
             "sys.exit(0 if r.executed == [sys.argv[2]] else 1)")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(book), key])
              for key in ("ch/one", "ch/two")]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    stamps = json.loads((book / "book" / pipeline.STAMPS).read_text())
+    stamps = json.loads((book / "book" / STAMPS).read_text())
     assert set(stamps) == {"ch/one", "ch/two"}
-    again = pipeline.build(book, html=False, progress=False, log=quiet)
+    again = builder.build(book, html=False, progress=False, log=quiet)
     assert again.executed == [] and sorted(again.skipped) == ["ch/one", "ch/two"]

@@ -44,7 +44,7 @@ def makefile_targets() -> set[str]:
 
 
 def robattr_parser() -> argparse.ArgumentParser:
-    from robattr.cli import _parser
+    from robattr.book.cli import _parser
 
     return _parser()
 

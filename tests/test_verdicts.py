@@ -98,7 +98,7 @@ def test_claims_are_recorded_with_scale_and_profile(tmp_path, monkeypatch):
 
 
 def test_verdicts_page_lists_every_recorded_claim(tmp_path, monkeypatch):
-    from robattr import verdicts_page
+    from robattr.book import verdicts_page
 
     book = tmp_path / "book"
     for key, outcomes in {"wang2020/t2": ["holds", "inconclusive"],

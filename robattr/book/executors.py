@@ -1,7 +1,8 @@
 """Where notebook executions run: here, in local worker processes, or on a Ray cluster.
 
-One execution is a :class:`Job`: the source notebook's bytes, its parameters, the
-resources it needs and the environment it must see (``ROBATTR_CACHE``, ``ROBATTR_DATA``).
+One execution is a :class:`Job` (:func:`make_job` makes one for a notebook under a
+profile): the source notebook's bytes, its parameters, the resources it needs and the
+environment it must see (``ROBATTR_CACHE``, ``ROBATTR_DATA``).
 :func:`run_job` executes it anywhere (a worker process, a Ray node) and returns a
 :class:`JobResult` holding the executed notebook and its results CSV as bytes, so nothing
 but the zoo cache has to be shared between machines. Executors yield results as jobs
@@ -27,7 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["Job", "JobResult", "run_job", "run_jobs", "EXECUTORS", "SHARED_ENV"]
+from robattr.book.execution import execute, results_path
+from robattr.book.notebooks import Notebook, read_parameters
+from robattr.book.profiles import precision_env, profile_label, resources
+from robattr.verdicts import PROFILE_ENV
+
+__all__ = ["Job", "JobResult", "make_job", "run_job", "run_jobs", "write_result",
+           "EXECUTORS", "SHARED_ENV"]
 
 EXECUTORS = ("local", "ray")
 #: Environment variables a job carries to the process that runs it.
@@ -69,26 +76,45 @@ def shared_env() -> dict[str, str]:
     return {k: os.environ[k] for k in SHARED_ENV if k in os.environ}
 
 
+def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None = None,
+             output_name: str | None = None) -> Job:
+    """The :class:`Job` that executes ``nb`` with ``params``: the resources the profile
+    gives it, and the environment it needs (:data:`SHARED_ENV`, the profile's label for
+    its claims, the profile's precision)."""
+    res = resources(prof, nb.key)
+    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof), **precision_env(prof)}
+    return Job(name=name or nb.key, key=nb.key, source=nb.path.read_bytes(), params=params,
+               output_name=output_name or nb.path.name, cpus=res["cpus"], gpus=res["gpus"],
+               env=env)
+
+
 def run_job(job: Job, progress: bool = False) -> JobResult:
     """Execute ``job`` in a fresh temporary folder and return its executed notebook and
     results as bytes. Runs in whatever process calls it."""
-    from robattr import pipeline
-
     os.environ.update(job.env)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="robattr-job-") as tmp:
         src = Path(tmp) / "source" / f"{Path(job.key).name}.ipynb"
         src.parent.mkdir()
         src.write_bytes(job.source)
-        nb = pipeline.Notebook(src, job.key, pipeline.read_parameters(src))
+        nb = Notebook(src, job.key, read_parameters(src))
         out = Path(tmp) / job.output_name
-        failure = pipeline.execute(nb, job.params, out, progress=progress)
-        res = pipeline.results_path(out)
+        failure = execute(nb, job.params, out, progress=progress)
+        res = results_path(out)
         notebook = out.read_bytes() if out.exists() else None
         results_csv = res.read_bytes() if res.exists() else None
     return JobResult(job.name, job.key, notebook, results_csv,
                      failure.cell if failure else None, failure.error if failure else None,
                      time.perf_counter() - t0, platform.node())
+
+
+def write_result(res: JobResult, out: Path) -> None:
+    """Put an executed notebook (and its results CSV) at ``out`` (and beside it)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if res.notebook is not None:
+        out.write_bytes(res.notebook)
+    if res.results_csv is not None:
+        results_path(out).write_bytes(res.results_csv)
 
 
 def run_jobs(jobs: Iterable[Job], *, executor: str = "local", jobs_at_once: int = 1,

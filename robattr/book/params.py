@@ -544,7 +544,7 @@ def _history_cell() -> str:
     if ip is None:
         raise RuntimeError("robattr.check_params() reads the notebook's parameters cell and "
                            "must run inside a notebook; elsewhere call "
-                           "robattr.params.check_values(read_cell(source), values)")
+                           "robattr.book.params.check_values(read_cell(source), values)")
     for source in reversed(ip.user_ns.get("In", [])):
         if "|" not in source:
             continue

@@ -1,4 +1,5 @@
-"""The ``robattr`` command: list, run, build and sweep the book's notebooks."""
+"""The ``robattr`` command: list, run, build and sweep the book's notebooks (on top of
+every other module of :mod:`robattr.book`)."""
 from __future__ import annotations
 
 import argparse
@@ -88,8 +89,8 @@ def _executor_args(p: argparse.ArgumentParser) -> None:
 
 
 def _overrides(pairs, nb=None) -> dict:
-    from robattr.params import ParameterError
-    from robattr.pipeline import parse_value
+    from robattr.book.params import ParameterError, read_yaml
+    from robattr.book.profiles import parse_value
 
     out = {}
     for name, text in pairs:
@@ -99,18 +100,16 @@ def _overrides(pairs, nb=None) -> dict:
                                      + ", ".join(nb.parameters))
             out[name] = parse_value(text, nb.parameters[name], nb.key)
         else:
-            from robattr.params import read_yaml
-
             out[name] = read_yaml(text)
     return out
 
 
 def _list(root: Path, profile: str) -> int:
-    from robattr import pipeline
+    from robattr.book import notebooks, profiles
 
-    prof = pipeline.load_profile(profile)
-    for nb in pipeline.discover(root):
-        values = pipeline.resolve(nb, prof)
+    prof = profiles.load_profile(profile)
+    for nb in notebooks.discover(root):
+        values = profiles.resolve(nb, prof)
         print(f"{nb.key}    (notebooks/{nb.key}.ipynb)")
         width = max((len(n) for n in nb.parameters), default=0)
         for name, param in nb.parameters.items():
@@ -121,33 +120,33 @@ def _list(root: Path, profile: str) -> int:
 
 
 def _run(root: Path, args) -> int:
-    from robattr import pipeline
+    from robattr.book import builder, html, notebooks, profiles
 
-    nb = pipeline.find(args.notebook, pipeline.discover(root))
-    params = pipeline.resolve(nb, args.profile, _overrides(args.parameter, nb))
-    failure = pipeline.run_one(nb, params, root=root, profile=args.profile,
-                               output=Path(args.output) if args.output else None,
-                               progress=not args.no_progress)
+    nb = notebooks.find(args.notebook, notebooks.discover(root))
+    params = profiles.resolve(nb, args.profile, _overrides(args.parameter, nb))
+    failure = builder.run_one(nb, params, root=root, profile=args.profile,
+                              output=Path(args.output) if args.output else None,
+                              progress=not args.no_progress)
     if failure is not None:
         print(f"robattr: {failure}", file=sys.stderr)
         return 1
     target = args.output or nb.output(root / "book")
     print(f"executed {nb.key} -> {target}")
     if not (args.no_html or args.output):
-        pipeline.build_html(root)
+        html.build_html(root)
     return 0
 
 
 def _build(root: Path, args) -> int:
-    from robattr import pipeline
+    from robattr.book import builder, html
 
     if args.html_only:
-        pipeline.build_html(root)
+        html.build_html(root)
         return 0
-    report = pipeline.build(root, profile=args.profile, only=args.only,
-                            overrides=_overrides(args.parameter), force=args.force,
-                            html=not args.no_html, progress=not args.no_progress,
-                            executor=args.executor, jobs=args.jobs, address=args.address)
+    report = builder.build(root, profile=args.profile, only=args.only,
+                           overrides=_overrides(args.parameter), force=args.force,
+                           html=not args.no_html, progress=not args.no_progress,
+                           executor=args.executor, jobs=args.jobs, address=args.address)
     return _failures(report.failed, "notebook(s)")
 
 
@@ -161,10 +160,10 @@ def _failures(failed: list, what: str) -> int:
 
 
 def _sweep(root: Path, args) -> int:
-    from robattr import pipeline
-    from robattr.sweep import sweep
+    from robattr.book import notebooks
+    from robattr.book.sweep import sweep
 
-    nb = pipeline.find(args.notebook, pipeline.discover(root))
+    nb = notebooks.find(args.notebook, notebooks.discover(root))
     report = sweep(nb.key, dict(args.parameter), root=root, profile=args.profile,
                    fixed=_overrides(args.set, nb), output=args.output, executor=args.executor,
                    jobs=args.jobs, address=args.address, figure=not args.no_figure)
@@ -183,8 +182,8 @@ def _protect_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from robattr.params import ParameterError
-    from robattr.pipeline import project_root
+    from robattr.book.notebooks import project_root
+    from robattr.book.params import ParameterError
 
     args = _parser().parse_args(_protect_values(sys.argv[1:] if argv is None else argv))
     try:

@@ -2,7 +2,7 @@
 
     robattr sweep wangkong2025/montecarlo -p n_samples 50,100,200 -p d 8,32 --jobs 2
 
-Each run is executed (locally or on Ray, :mod:`robattr.executors`) into
+Each run is executed (locally or on Ray, :mod:`robattr.book.executors`) into
 ``<output>/<name=value,...>/<notebook>.ipynb``; what the runs record with
 :func:`robattr.results.record` is gathered into ``<output>/results.csv`` (one row per
 recorded number, one column per swept parameter, then ``metric``, ``value`` and the
@@ -17,8 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robattr import pipeline
-from robattr.params import ParameterError, read_yaml
+from robattr import results as results_mod
+from robattr.book.execution import NotebookFailure, results_path
+from robattr.book.executors import make_job, run_jobs, write_result
+from robattr.book.notebooks import discover, find, project_root
+from robattr.book.params import Parameter, ParameterError, read_yaml
+from robattr.book.profiles import load_profile, parse_value, resolve
 
 __all__ = ["parse_values", "grid", "run_name", "sweep", "SweepReport"]
 
@@ -27,12 +31,12 @@ __all__ = ["parse_values", "grid", "run_name", "sweep", "SweepReport"]
 class SweepReport:
     output: Path
     runs: list[dict[str, Any]] = field(default_factory=list)
-    failed: list[pipeline.NotebookFailure] = field(default_factory=list)
+    failed: list[NotebookFailure] = field(default_factory=list)
     results: Path | None = None
     figure: Path | None = None
 
 
-def parse_values(text: str, param: pipeline.Parameter, notebook: str | None = None) -> list[Any]:
+def parse_values(text: str, param: Parameter, notebook: str | None = None) -> list[Any]:
     """``"1,2,4"`` → ``[1, 2, 4]``, each value read as YAML and checked against the
     parameter's rule (its type; ranges are checked per run); list values keep their
     brackets: ``"[1,2],[4]"``."""
@@ -44,7 +48,7 @@ def parse_values(text: str, param: pipeline.Parameter, notebook: str | None = No
         raise ParameterError(f"cannot read values {text!r} of {param.name!r}: {err}") from None
     if not raw:
         raise ParameterError(f"no values given for {param.name!r}")
-    return [pipeline.parse_value(v, param, notebook) for v in raw]
+    return [parse_value(v, param, notebook) for v in raw]
 
 
 def grid(values: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -66,11 +70,8 @@ def sweep(notebook: str, values: dict[str, str | list[Any]], *, root=None,
     string or a list), with ``fixed`` parameters on every run. Returns a
     :class:`SweepReport`; a failing run is reported (notebook, cell, error) and the others
     go on."""
-    from robattr import results as results_mod
-    from robattr.executors import run_jobs
-
-    root = pipeline.project_root(root)
-    nb = pipeline.find(notebook, pipeline.discover(root))
+    root = project_root(root)
+    nb = find(notebook, discover(root))
     if not values:
         raise ParameterError("a sweep needs at least one -p NAME VALUES")
     parsed: dict[str, list[Any]] = {}
@@ -79,11 +80,11 @@ def sweep(notebook: str, values: dict[str, str | list[Any]], *, root=None,
             raise ParameterError(f"{nb.key}: unknown parameter {name!r}; valid parameters: "
                                  + ", ".join(nb.parameters))
         parsed[name] = (parse_values(vals, nb.parameters[name], nb.key) if isinstance(vals, str)
-                        else [pipeline.parse_value(v, nb.parameters[name], nb.key) for v in vals])
-    prof = pipeline.load_profile(profile)
+                        else [parse_value(v, nb.parameters[name], nb.key) for v in vals])
+    prof = load_profile(profile)
     points = grid(parsed)
     # validate every run before any work
-    plans = [(pt, pipeline.resolve(nb, prof, {**(fixed or {}), **pt})) for pt in points]
+    plans = [(pt, resolve(nb, prof, {**(fixed or {}), **pt})) for pt in points]
     out_dir = Path(output) if output else root / "sweeps" / nb.key
     out_dir.mkdir(parents=True, exist_ok=True)
     report = SweepReport(out_dir)
@@ -92,15 +93,15 @@ def sweep(notebook: str, values: dict[str, str | list[Any]], *, root=None,
     for pt, params in plans:
         name = run_name(pt)
         by_name[name] = pt
-        jobs_list.append(pipeline.make_job(nb, params, prof, name=name,
-                                           output_name=f"{name}/{nb.path.name}"))
+        jobs_list.append(make_job(nb, params, prof, name=name,
+                                  output_name=f"{name}/{nb.path.name}"))
     log(f"sweep {nb.key}: {len(jobs_list)} run(s) into {out_dir}")
     frames = []
     for i, res in enumerate(run_jobs(jobs_list, executor=executor, jobs_at_once=jobs,
                                      address=address), 1):
         pt = by_name[res.name]
         out = out_dir / res.name / nb.path.name
-        pipeline._write_result(res, out)
+        write_result(res, out)
         row = {**pt, "status": "ok" if res.ok else "failed", "seconds": round(res.seconds, 2),
                "host": res.host, "notebook": str(out.relative_to(out_dir)),
                "error": "" if res.ok else f"cell {res.cell}: {res.error}"}
@@ -108,12 +109,12 @@ def sweep(notebook: str, values: dict[str, str | list[Any]], *, root=None,
         if res.ok:
             log(f"[{i}/{len(jobs_list)}] {res.name}: done in {res.seconds:.1f} s")
             if res.results_csv:
-                df = results_mod.read(pipeline.results_path(out))
+                df = results_mod.read(results_path(out))
                 for k, v in reversed(list(pt.items())):
                     df.insert(0, k, str(v) if isinstance(v, (list, tuple)) else v)
                 frames.append(df)
         else:
-            failure = pipeline.NotebookFailure(f"{nb.key} [{res.name}]", out, res.cell, res.error)
+            failure = NotebookFailure(f"{nb.key} [{res.name}]", out, res.cell, res.error)
             report.failed.append(failure)
             log(f"[{i}/{len(jobs_list)}] FAILED: {failure}")
     _write_tables(report, frames, list(parsed), figure)

@@ -9,8 +9,9 @@ outputs, like the executed notebooks.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from robattr.book.stamps import read_stamps
 
 __all__ = ["PAGE", "FIGURE", "collect", "write"]
 
@@ -83,8 +84,7 @@ def write(root: Path, log=print) -> Path:
 
     book_dir = Path(root) / "book"
     claims = collect(book_dir)
-    stamps_path = book_dir / ".robattr-stamps.json"
-    stamps = json.loads(stamps_path.read_text()) if stamps_path.exists() else {}
+    stamps = read_stamps(book_dir)
     lines = [
         "(verdicts)=",
         "# Verdicts: where each paper stands in this build",

@@ -1,0 +1,168 @@
+"""The book build: the notebooks of a profile executed into ``book/``, each stamped.
+
+:func:`build` executes each notebook into ``book/<key>.ipynb``, skipping one whose
+*stamp* (source bytes, resolved parameters, precision, robattr version and source hash;
+:mod:`robattr.book.stamps`) matches the last successful run, keeps going past failures,
+and then runs ``jupyter-book build`` (:mod:`robattr.book.html`). Before a notebook is
+re-executed its old output and stamp are removed, so a changed parameter can never leave
+a stale page; page and stamp are written under the stamps' lock, so they always come
+from the same run. :func:`run_one` executes one notebook (always) the same way.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robattr.book.execution import NotebookFailure, execute, results_path
+from robattr.book.executors import JobResult, make_job, run_job, run_jobs, write_result
+from robattr.book.html import build_html
+from robattr.book.notebooks import Notebook, discover, project_root
+from robattr.book.params import ParameterError
+from robattr.book.profiles import (check_profile_keys, effective_precision, load_profile,
+                                   precision_env, profile_label, resolve)
+from robattr.book.stamps import read_stamps, stamp, stamps_lock, write_stamps
+from robattr.verdicts import PROFILE_ENV
+
+__all__ = ["BuildReport", "build", "run_one"]
+
+
+@dataclass
+class BuildReport:
+    """What a build did: notebooks executed, skipped (stamp unchanged) and failed, and
+    the HTML book's ``index.html`` when it was built."""
+
+    executed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[NotebookFailure] = field(default_factory=list)
+    html: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
+          only: str | None = None, overrides: dict[str, Any] | None = None,
+          force: bool = False, html: bool = True, progress: bool = True,
+          executor: str = "local", jobs: int = 1, address: str | None = None,
+          log=print) -> BuildReport:
+    """Execute the notebooks of a profile into ``book/`` and build the HTML book.
+
+    ``only`` is a glob matched against notebook keys (``wang2020/*``) or paths.
+    ``overrides`` applies to every selected notebook (an unknown name is an error).
+    A notebook whose stamp is unchanged is skipped unless ``force``. ``executor``,
+    ``jobs`` and ``address`` choose where executions run (:mod:`robattr.book.executors`).
+    """
+    root = project_root(root)
+    book_dir = root / "book"
+    prof = load_profile(profile)
+    notebooks = discover(root)
+    check_profile_keys(prof, notebooks, profile)
+    selected = [nb for nb in notebooks
+                if only is None or fnmatch.fnmatch(nb.key, only)
+                or fnmatch.fnmatch(f"notebooks/{nb.key}.ipynb", only)]
+    if only is not None and not selected:
+        raise ParameterError(f"--only {only!r} matches no notebook; known: "
+                             + ", ".join(nb.key for nb in notebooks))
+    # validate everything before doing any work
+    plan = [(nb, resolve(nb, prof, overrides)) for nb in selected]
+
+    _drop_orphans(book_dir, {nb.key for nb in notebooks}, log)
+    report = BuildReport()
+    todo = {}
+    with stamps_lock(book_dir):
+        stamps = read_stamps(book_dir)
+        for nb, params in plan:
+            if not force and nb.output(book_dir).exists() \
+                    and stamps.get(nb.key, {}).get("stamp") \
+                    == stamp(nb, params, effective_precision(prof)):
+                report.skipped.append(nb.key)
+                continue
+            todo[nb.key] = (nb, params)
+            _clear_page(nb, book_dir, stamps)
+        write_stamps(book_dir, stamps)
+    if todo:
+        where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
+        log(f"executing {len(todo)} notebook(s) ({profile} profile, {where})")
+    job_list = [make_job(nb, params, prof) for nb, params in todo.values()]
+    for i, res in enumerate(run_jobs(job_list, executor=executor, jobs_at_once=jobs,
+                                     address=address, progress=progress), 1):
+        nb, params = todo[res.key]
+        failure = _into_book(nb, params, res, book_dir, profile)
+        if failure is None:
+            report.executed.append(nb.key)
+            log(f"[{i}/{len(todo)}] {nb.key}: done in {res.seconds:.1f} s")
+        else:
+            report.failed.append(failure)
+            log(f"[{i}/{len(todo)}] FAILED: {failure}")
+    if not report.executed and not report.failed:
+        log(f"nothing changed: no notebook executed ({len(report.skipped)} up to date)")
+    else:
+        log(f"executed {len(report.executed)}, skipped {len(report.skipped)} (unchanged), "
+            f"failed {len(report.failed)}")
+    if html:
+        report.html = build_html(root, log=log)
+    return report
+
+
+def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | None = None,
+            profile: str = "quick", progress: bool = True) -> NotebookFailure | None:
+    """Execute one notebook (always) into the book, or into ``output`` if given. Into the
+    book it takes the same path as :func:`build`: one local job, then :func:`_into_book`."""
+    if output is not None:
+        prof = load_profile(profile)
+        os.environ[PROFILE_ENV] = profile_label(nb, params, prof)
+        os.environ.update(precision_env(prof))
+        return execute(nb, params, Path(output), progress=progress)
+    book_dir = root / "book"
+    with stamps_lock(book_dir):
+        stamps = read_stamps(book_dir)
+        _clear_page(nb, book_dir, stamps)
+        write_stamps(book_dir, stamps)
+    res = run_job(make_job(nb, params, load_profile(profile)), progress=progress)
+    return _into_book(nb, params, res, book_dir, profile)
+
+
+def _drop_orphans(book_dir: Path, keys: set[str], log) -> None:
+    """Remove executed notebooks whose source notebook is gone."""
+    if not book_dir.exists():
+        return
+    with stamps_lock(book_dir):
+        stamps = read_stamps(book_dir)
+        for key in sorted(set(stamps) - keys):
+            (book_dir / f"{key}.ipynb").unlink(missing_ok=True)
+            stamps.pop(key)
+            log(f"removed {key}.ipynb: its source notebook is gone")
+        write_stamps(book_dir, stamps)
+
+
+def _clear_page(nb: Notebook, book_dir: Path, stamps: dict) -> None:
+    """Remove ``nb``'s executed page, its results CSV and its stamp before it runs again,
+    so no stale page survives a failure (the caller holds the lock and writes the stamps)."""
+    stamps.pop(nb.key, None)
+    nb.output(book_dir).unlink(missing_ok=True)
+    results_path(nb.output(book_dir)).unlink(missing_ok=True)
+
+
+def _into_book(nb: Notebook, params: dict[str, Any], res: JobResult, book_dir: Path,
+               profile: str) -> NotebookFailure | None:
+    """Put one :class:`~robattr.book.executors.JobResult` into the book: the executed
+    notebook and its results CSV at ``book/<key>.ipynb``, and its stamp only on success
+    (the caller has cleared the old page with :func:`_clear_page`). Page and stamp are
+    written under one lock, so they always come from the same run."""
+    out = nb.output(book_dir)
+    with stamps_lock(book_dir):
+        write_result(res, out)
+        stamps = read_stamps(book_dir)
+        if res.ok:
+            precision = effective_precision(load_profile(profile))
+            stamps[nb.key] = {"stamp": stamp(nb, params, precision), "params": params,
+                              "profile": profile, "precision": precision,
+                              "seconds": round(res.seconds, 1)}
+        else:
+            stamps.pop(nb.key, None)
+        write_stamps(book_dir, stamps)
+    return None if res.ok else NotebookFailure(nb.key, out, res.cell, res.error)

@@ -1,0 +1,92 @@
+"""One notebook through papermill: executed into a file, a failure mapped to its source cell.
+
+:func:`execute` runs a source notebook with its parameters in the output's folder, with
+``ROBATTR_RESULTS`` pointing at :func:`results_path` of the output so that what the
+notebook records (:mod:`robattr.results`) lands beside it. Where the run happens (this
+process, a worker, a Ray node) is :mod:`robattr.book.executors`' business.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from robattr import results
+from robattr.book.notebooks import Notebook, parameters_cell_index
+
+__all__ = ["NotebookFailure", "execute", "results_path"]
+
+
+@dataclass
+class NotebookFailure:
+    """A notebook that failed: its key, its executed output, the failing cell (1-based,
+    numbered as in the source; None when it failed before any cell) and the error."""
+
+    key: str
+    output: Path
+    cell: int | None
+    error: str
+
+    def __str__(self) -> str:
+        where = f"cell {self.cell} of the source" if self.cell is not None else "before any cell"
+        return f"{self.key}: {where} failed: {self.error} (see {self.output})"
+
+
+def results_path(output: Path) -> Path:
+    """Where the scalar results of an executed notebook go: ``<name>.results.csv``."""
+    return Path(output).with_suffix(".results.csv")
+
+
+def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
+            progress: bool = True) -> NotebookFailure | None:
+    """papermill ``nb`` with ``params`` into ``output`` (run in the output's folder).
+    Returns None on success, else what failed and where."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    # papermill re-parses the parameters cell and warns ("Unable to parse line",
+    # "Passed unknown parameter") on comments it cannot read; resolve() has already
+    # checked every name and value, so its warnings are noise here
+    for name in ("papermill", "papermill.translators"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    results_csv = results_path(output)
+    results_csv.unlink(missing_ok=True)
+    saved = os.environ.get(results.ENV)
+    os.environ[results.ENV] = str(results_csv)    # inherited by the kernel process
+    try:
+        papermill.execute_notebook(str(nb.path), str(output), parameters=params,
+                                   progress_bar=progress, cwd=str(output.parent),
+                                   kernel_name="python3")
+    except PapermillExecutionError as err:
+        # papermill inserts one cell after the parameters cell: map back to the source
+        cell = err.cell_index - (err.cell_index > parameters_cell_index(nb.path))
+        first = next((line for line in err.source.splitlines() if line.strip()), "")
+        return NotebookFailure(nb.key, output, cell + 1,
+                               f"{err.ename}: {err.evalue} [in `{first.strip()[:60]}`]")
+    except Exception as err:  # kernel died, bad notebook file, ...
+        return NotebookFailure(nb.key, output, None, f"{type(err).__name__}: {err}")
+    finally:
+        if saved is None:
+            os.environ.pop(results.ENV, None)
+        else:
+            os.environ[results.ENV] = saved
+    _tag_injected_cell(nb, params, output)
+    return None
+
+
+def _tag_injected_cell(nb: Notebook, params: dict[str, Any], output: Path) -> None:
+    """Papermill adds a cell with the values it injected. When they are the notebook's
+    own defaults the cell repeats the parameters cell, so the book drops it; otherwise
+    it stays visible, since it says which values produced the page."""
+    import nbformat
+
+    executed = nbformat.read(output, as_version=4)
+    defaults = {name: p.default for name, p in nb.parameters.items()}
+    for cell in executed.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags and params == defaults:
+            cell["metadata"]["tags"] = [*tags, "remove-cell"]
+    nbformat.write(executed, output)

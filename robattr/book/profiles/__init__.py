@@ -1,0 +1,160 @@
+"""Profiles, and the parameter values one notebook runs with.
+
+A *profile* (``robattr/book/profiles/<name>.yml``, beside this module) maps notebook
+keys to parameter values; ``quick`` (the default) keeps the notebooks' own defaults,
+``paper`` sets the papers' scale, ``smoke`` is the tiny profile the tests use::
+
+    defaults:            # applied to every notebook that has the parameter
+      device: auto
+    notebooks:
+      example/digits_saliency:
+        epochs: 2
+
+A chapter keeps its notebooks' settings for every profile in one file,
+``profiles/chapters/<chapter>.yml``. A profile may also set ``precision:`` (the
+precision on CUDA, :mod:`robattr.precision`) and ``resources:`` (CPUs and GPUs per
+notebook, for the executors). :func:`resolve` gives one notebook's values: its
+defaults ← the profile ← the command line, checked against the notebook's rules.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from robattr.book.notebooks import Notebook
+from robattr.book.params import Parameter, ParameterError, check_values, coerce, read_yaml
+from robattr.catalog import PRECISIONS
+
+__all__ = ["PROFILES", "load_profile", "parse_value", "resolve", "check_profile_keys",
+           "precision_env", "effective_precision", "profile_label", "resources"]
+
+PROFILES = ("quick", "paper", "smoke")
+_PROFILE_DIR = Path(__file__).parent
+
+
+def load_profile(name: str) -> dict[str, Any]:
+    """A profile by name (``quick``, ``paper``, ``smoke``) or by path to a YAML file."""
+    path = Path(name) if name.endswith((".yml", ".yaml")) else _PROFILE_DIR / f"{name}.yml"
+    if not path.is_file():
+        raise ParameterError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)} "
+                             "(or a path to a .yml file)")
+    data = read_yaml(path.read_text()) or {}
+    unknown = set(data) - {"defaults", "notebooks", "description", "resources", "precision"}
+    if unknown:
+        raise ParameterError(f"profile {name!r}: unknown sections {sorted(unknown)}")
+    if data.get("precision", "fp32") not in PRECISIONS:
+        raise ParameterError(f"profile {name!r}: precision must be one of "
+                             f"{', '.join(PRECISIONS)}, got {data['precision']!r}")
+    for pattern, spec in (data.get("resources") or {}).items():
+        bad = set(spec or {}) - {"cpus", "gpus"}
+        if bad or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0
+                      for v in (spec or {}).values()):
+            raise ParameterError(f"profile {name!r}: resources[{pattern!r}] must map 'cpus' "
+                                 f"and 'gpus' to numbers >= 0, got {spec!r}")
+    notebooks = dict(data.get("notebooks") or {})
+    if path.parent == _PROFILE_DIR:
+        for key, params in _chapter_entries(name).items():
+            if key in notebooks:
+                raise ParameterError(f"profile {name!r}: notebook {key!r} is set both in "
+                                     f"{path.name} and in chapters/")
+            notebooks[key] = params
+    return {"name": path.stem, "defaults": data.get("defaults") or {}, "notebooks": notebooks,
+            "resources": data.get("resources") or {}, "precision": data.get("precision")}
+
+
+def _chapter_entries(profile: str) -> dict[str, dict]:
+    """A chapter keeps its notebooks' settings for every profile in one file,
+    ``profiles/chapters/<chapter>.yml``: ``{profile: {notebook key: {param: value}}}``."""
+    entries: dict[str, dict] = {}
+    for path in sorted((_PROFILE_DIR / "chapters").glob("*.yml")):
+        data = read_yaml(path.read_text()) or {}
+        unknown = set(data) - set(PROFILES)
+        if unknown:
+            raise ParameterError(f"profiles/chapters/{path.name}: unknown profiles "
+                                 f"{sorted(unknown)}; known: {', '.join(PROFILES)}")
+        for key, params in (data.get(profile) or {}).items():
+            if not key.startswith(f"{path.stem}/"):
+                raise ParameterError(f"profiles/chapters/{path.name}: notebook {key!r} is "
+                                     f"not in chapter {path.stem!r}")
+            entries[key] = params or {}
+    return entries
+
+
+def parse_value(text: str, param: Parameter, notebook: str | None = None) -> Any:
+    """Read a command-line value as YAML and check its type against the parameter's rule
+    (its range is checked by :func:`resolve`, which sees the other parameters)."""
+    try:
+        value = read_yaml(text) if isinstance(text, str) else text
+    except yaml.YAMLError:
+        value = text
+    return coerce(param, value, notebook)
+
+
+def resolve(nb: Notebook, profile: str | dict = "quick",
+            overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The full parameter dict for one notebook: defaults ← profile ← overrides, checked
+    against the notebook's declared rules.
+
+    Unknown names (in the profile's entry for this notebook or in ``overrides``) and
+    values that break their rule raise :class:`~robattr.book.params.ParameterError`,
+    naming the notebook and the parameter, before any work.
+    """
+    prof = load_profile(profile) if isinstance(profile, str) else profile
+    valid = ", ".join(nb.parameters)
+    values = {name: p.default for name, p in nb.parameters.items()}
+    for name, value in prof["defaults"].items():
+        if name in nb.parameters:
+            values[name] = value
+    layers = [("profile", prof["notebooks"].get(nb.key) or {}), ("command line", overrides or {})]
+    for where, layer in layers:
+        for name, value in layer.items():
+            if name not in nb.parameters:
+                raise ParameterError(f"{nb.key}: unknown parameter {name!r} ({where}); "
+                                     f"valid parameters: {valid}")
+            values[name] = value
+    return check_values(nb.parameters, values, notebook=nb.key)
+
+
+def check_profile_keys(prof: dict, notebooks: list[Notebook], name: str) -> None:
+    """Refuse a profile that names a notebook the book does not have."""
+    keys = {nb.key for nb in notebooks}
+    missing = sorted(set(prof["notebooks"]) - keys)
+    if missing:
+        raise ParameterError(f"profile {name!r} names notebooks that do not exist: {missing}")
+
+
+def precision_env(prof: dict) -> dict[str, str]:
+    """``{ROBATTR_PRECISION: mode}`` when the profile sets ``precision:`` (``fp32`` or
+    ``tf32``, see :mod:`robattr.precision`), else nothing: the kernel inherits the
+    caller's environment, and robattr's default is full fp32."""
+    return {"ROBATTR_PRECISION": prof["precision"]} if prof.get("precision") else {}
+
+
+def effective_precision(prof: dict) -> str:
+    """The precision a notebook runs with: the profile's ``precision:``, else
+    ``$ROBATTR_PRECISION``, else ``fp32``."""
+    return prof.get("precision") or os.environ.get("ROBATTR_PRECISION", "").strip().lower() \
+        or "fp32"
+
+
+def profile_label(nb: Notebook, params: dict[str, Any], prof: dict) -> str:
+    """How a run's claims name their profile: ``quick``, or ``quick, eps changed`` when
+    parameters differ from the profile's values."""
+    base = resolve(nb, prof)
+    changed = [k for k in params if params[k] != base.get(k)]
+    name = prof.get("name", "custom")
+    return f"{name}, {', '.join(changed)} changed" if changed else name
+
+
+def resources(prof: dict, key: str) -> dict[str, float]:
+    """CPUs and GPUs one execution of notebook ``key`` asks for: the profile's
+    ``resources`` section, ``{default: {cpus, gpus}, <glob>: {...}}``, last match wins."""
+    out = {"cpus": 1.0, "gpus": 0.0}
+    for pattern, spec in (prof.get("resources") or {}).items():
+        if pattern == "default" or fnmatch.fnmatch(key, pattern):
+            out.update({k: float(v) for k, v in (spec or {}).items()})
+    return out

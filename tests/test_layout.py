@@ -1,0 +1,252 @@
+"""The package's layout: two halves, no import circle.
+
+robattr's science core (``robattr.data``, ``models``, ``attributions``, ...) and the book
+machinery (``robattr.book``: notebooks, parameters, profiles, stamps, execution, HTML,
+sweeps, the ``robattr`` command). The import graph of robattr's modules, read with
+``ast`` from the source (absolute and relative imports, at any depth of the code, inside
+functions too), has no cycle, and no core module imports ``robattr.book``. The book's
+former top-level names (``robattr.pipeline``, ``robattr.params``, ...) still resolve.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import robattr
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = "robattr.book"
+
+
+# ------------------------------------------------------------------ the import graph
+def module_names(package_dir: Path) -> dict[str, Path]:
+    """Every module of the package at ``package_dir``, by dotted name (a package by the
+    name of its ``__init__.py``)."""
+    if not (package_dir / "__init__.py").is_file():
+        raise ValueError(f"{package_dir} is not a package (no __init__.py)")
+    out = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = path.relative_to(package_dir.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _target(name: str, known: set[str], aliases: dict[str, str]) -> str | None:
+    """The module that importing ``name`` loads: ``name`` itself, the module an alias
+    names, or the longest known prefix (``robattr.bounds.foo`` where ``foo`` is a
+    function is ``robattr.bounds``); None outside the package."""
+    while name:
+        if name in aliases:
+            return aliases[name]
+        if name in known:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imports_of(name: str, path: Path, known: set[str],
+               aliases: dict[str, str] | None = None) -> set[str]:
+    """The modules of ``known`` that module ``name`` (source file ``path``) imports,
+    anywhere in its code: ``import a.b``, ``from a import b``, ``from .b import c``,
+    ``from .. import d``. ``aliases`` maps names that resolve to another module
+    (``robattr.pipeline`` → ``robattr.book``). The parent packages Python runs before a
+    module are not counted (:func:`test_the_package_roots_import_nothing` checks that
+    robattr's do not import anything)."""
+    aliases = aliases or {}
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            candidates = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                if node.level - 1 >= len(parts):
+                    raise ValueError(f"{path}: relative import beyond the top-level package")
+                base = ".".join(parts[:len(parts) - (node.level - 1)])
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
+            # `from a import b` loads a.b when b is a module, else a (by _target's prefix)
+            candidates = [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for cand in candidates:
+            target = _target(cand, known, aliases)
+            if target is not None and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph(package_dir: Path, aliases: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """``{module: modules it imports}`` over every module of the package."""
+    mods = module_names(package_dir)
+    return {name: imports_of(name, path, set(mods), aliases) for name, path in mods.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One import circle per strongly connected group of modules (Tarjan), each as the
+    path ``[a, b, ..., a]``; empty when the graph is a DAG."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1 or v in graph.get(v, ()):
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_circle(graph, group) for group in groups]
+
+
+def _circle(graph: dict[str, set[str]], group: list[str]) -> list[str]:
+    """A concrete circle through the first module of a strongly connected group."""
+    start, members = group[0], set(group)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:                                  # breadth first, inside the group
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph.get(v, ())):
+                if w == start:
+                    return paths[v] + [start]
+                if w in members and w not in paths:
+                    paths[w] = paths[v] + [w]
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no circle through {start} in {group}")
+
+
+def robattr_graph() -> dict[str, set[str]]:
+    aliases = {f"robattr.{old}": new for old, new in robattr._BOOK_ALIASES.items()}
+    return import_graph(ROOT / "robattr", aliases)
+
+
+# ------------------------------------------------------------------ the scanner itself
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path / "pkg"
+
+
+def test_the_scanner_reads_every_kind_of_import_and_finds_a_circle(tmp_path):
+    pkg = _package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "import os\nfrom pkg.sub import b\n",
+        "pkg/sub/__init__.py": "from . import c\n",
+        "pkg/sub/b.py": "def f():\n    from ..a import x\n",        # relative, in a function
+        "pkg/sub/c.py": "import pkg.old\n",                            # through an alias
+        "pkg/d.py": "from pkg.a import helper\n",                     # a name, not a module
+    })
+    graph = import_graph(pkg, aliases={"pkg.old": "pkg.d"})
+    assert graph == {"pkg": set(), "pkg.a": {"pkg.sub.b"}, "pkg.sub": {"pkg.sub.c"},
+                     "pkg.sub.b": {"pkg.a"}, "pkg.sub.c": {"pkg.d"}, "pkg.d": {"pkg.a"}}
+    assert cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.a"]]
+    del graph["pkg.sub.b"]
+    assert cycles(graph) == []
+
+
+def test_the_scanner_refuses_what_is_not_a_package(tmp_path):
+    with pytest.raises(ValueError, match="not a package"):
+        module_names(tmp_path)
+    pkg = _package(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from ... import x\n"})
+    with pytest.raises(ValueError, match="beyond the top-level package"):
+        import_graph(pkg)
+
+
+def test_the_scanner_sees_robattrs_known_imports():
+    graph = robattr_graph()
+    assert "robattr.book.stamps" in graph["robattr.book.builder"]
+    assert "robattr.results" in graph["robattr.book.execution"]
+    assert "robattr.results" in graph["robattr.papers"]          # inside claim()
+    assert "robattr.attributions" in graph["robattr.evaluate"]   # inside functions
+
+
+# ------------------------------------------------------------------ the rules
+def test_robattr_has_no_import_circle():
+    found = cycles(robattr_graph())
+    assert not found, "import circles in robattr:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_package_roots_import_nothing():
+    """``robattr`` and ``robattr.book`` load their modules on first use (by name, through
+    importlib), so importing any module never drags a circle in through its parents."""
+    graph = robattr_graph()
+    assert graph["robattr"] == set() and graph[BOOK] == set()
+
+
+def test_the_science_core_never_imports_the_book():
+    graph = robattr_graph()
+    core = [m for m in graph if m != BOOK and not m.startswith(f"{BOOK}.")]
+    assert {"robattr.data", "robattr.zoo", "robattr.papers", "robattr.results"} <= set(core)
+    bad = {m: sorted(t for t in graph[m] if t == BOOK or t.startswith(f"{BOOK}."))
+           for m in core}
+    bad = {m: t for m, t in bad.items() if t}
+    assert not bad, f"science modules that import the book machinery: {bad}"
+
+
+def test_the_book_machinery_lives_in_robattr_book():
+    for old in ("pipeline", "executors", "sweep", "params", "verdicts_page", "cli"):
+        assert not (ROOT / "robattr" / f"{old}.py").exists(), f"robattr/{old}.py is back"
+    assert not (ROOT / "robattr" / "profiles").exists()
+    assert sorted((ROOT / "robattr" / "book" / "profiles").glob("*.yml"))
+
+
+# ------------------------------------------------------------------ old names
+@pytest.mark.parametrize("old", sorted(robattr._BOOK_ALIASES))
+def test_old_top_level_names_still_resolve(old):
+    module = importlib.import_module(robattr._BOOK_ALIASES[old])
+    assert getattr(robattr, old) is module
+    assert old in robattr.__all__
+
+
+def test_old_imports_keep_working():
+    from robattr import executors, params, pipeline, results, sweep, verdicts_page
+    from robattr.book import builder, html, notebooks, profiles, stamps
+
+    assert robattr.check_params is params.check_notebook
+    assert results.record and verdicts_page.write and executors.run_jobs and sweep.sweep
+    assert robattr.cli.main is importlib.import_module("robattr.book.cli").main
+    assert pipeline.build is builder.build and pipeline.build_html is html.build_html
+    assert pipeline.discover is notebooks.discover and pipeline.resolve is profiles.resolve
+    assert pipeline.STAMPS == stamps.STAMPS
+    for name in pipeline.__all__:            # every former robattr.pipeline name
+        assert getattr(pipeline, name) is not None, name
+    with pytest.raises(AttributeError):
+        pipeline.no_such_name
+
+
+def test_the_console_script_and_the_profiles_ship_with_the_package():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    module, _, func = config["project"]["scripts"]["robattr"].partition(":")
+    assert callable(getattr(importlib.import_module(module), func))
+    for pattern in config["tool"]["setuptools"]["package-data"]["robattr"]:
+        assert sorted((ROOT / "robattr").glob(pattern)), f"package-data {pattern!r} matches nothing"
