@@ -19,6 +19,8 @@ from robattr.bounds._checks import _arr, _dim, _out
 __all__ = [
     "ball_volume_ratio", "shift_cosine_bound", "ball_smoothing_cosine_bound",
     "ball_smoothing_max_eps", "ball_smoothing_min_radius", "ball_smoothing_stats",
+    "min_cosine_over_directions", "extremal_crescent_field", "crescent_field",
+    "random_crescent_fields", "first_crossing_radius", "smoothed_cosine_tolerance",
 ]
 
 
@@ -174,3 +176,132 @@ def ball_smoothing_stats(model, x, target=None, *, r: float, n_samples: int, bas
     return {"h": h, "h_unit": hu, "g_max": gmax, "g_linf": ginf,
             "var": ((s2 - n * h * h) / (n - 1.0)).clamp_min(0.0),
             "var_unit": ((u2 - n * hu * hu) / (n - 1.0)).clamp_min(0.0)}
+
+
+# ---- the checks of the 002 notebooks: extremal and random bounded g, grid minima, radii ----
+
+def min_cosine_over_directions(c, a, n_grid: int = 20001, chunk: int = 250):
+    """Dense-grid minimum over the angle theta in [0, pi] of the cosine between h and h + s,
+    ``f = (c + a cos theta) / sqrt((c + a cos theta)^2 + (a sin theta)^2)``, for each pair
+    (``c`` = ||h||, ``a`` = ||s||; arrays of one length). ``chunk`` pairs at a time bound the
+    memory (``chunk * n_grid`` floats). The exact minimum is :func:`shift_cosine_bound`."""
+    c = _np.atleast_1d(_arr("c", c, low=0.0, strict=True))
+    a = _np.atleast_1d(_arr("a", a, low=0.0))
+    if c.shape != a.shape or c.ndim != 1:
+        raise ValueError(f"c and a must be 1-D arrays of one length, got {c.shape} and {a.shape}")
+    for name, v in (("n_grid", n_grid), ("chunk", chunk)):
+        if isinstance(v, bool) or not isinstance(v, (int, _np.integer)) or v < 2:
+            raise ValueError(f"{name} must be an integer >= 2, got {v!r}")
+    theta = _np.linspace(0, _np.pi, n_grid)
+    out = _np.empty(len(c))
+    for i in range(0, len(c), chunk):
+        cc, aa = c[i:i + chunk, None], a[i:i + chunk, None]
+        num = cc + aa * _np.cos(theta)
+        out[i:i + chunk] = (num / _np.hypot(num, aa * _np.sin(theta))).min(1)
+    return out
+
+
+def extremal_crescent_field(c, M, d, r, eps):
+    """The piecewise-constant bounded g (values in R^2) that attains the corrected Theorem 1:
+    ``-M v`` on the crescent of x, ``+M v`` on that of x~, ``w`` on the lens, with
+    ``v = (-a/c, sqrt(1 - a^2/c^2))`` and ``w`` chosen so that ``h(x) = (c, 0)``.
+
+    Returns a dict with ``v``, ``w``, ``a`` (= M V_U / V_S) and the exact smoothed maps
+    ``h_x``, ``h_xt`` (volume-weighted sums), or None where no such g exists (``a >= c``
+    or ``||w|| > M``)."""
+    c = float(_arr("c", c, low=0.0, strict=True))
+    M = float(_arr("M", M, low=0.0, strict=True))
+    ratio = ball_volume_ratio(d, r, eps)           # V_U / V_S; each crescent is half of it
+    a = M * ratio
+    if a >= c:
+        return None
+    v = _np.array([-a / c, _np.sqrt(1 - (a / c) ** 2)])
+    hx = _np.array([c, 0.0])
+    lens = 1 - ratio / 2                           # vol L / V_S
+    w = (hx + a / 2 * v) / lens
+    if _np.linalg.norm(w) > M * (1 + 1e-12):
+        return None
+    h_x = -M * v * ratio / 2 + w * lens
+    h_xt = M * v * ratio / 2 + w * lens
+    return dict(v=v, w=w, a=a, h_x=h_x, h_xt=h_xt)
+
+
+def crescent_field(z, x, x_tilde, r, minus, lens, plus):
+    """Values at the points ``z`` (rows) of the g that is ``minus`` on B(x; r) \\ B(x~; r),
+    ``plus`` on B(x~; r) \\ B(x; r), ``lens`` on the intersection and 0 elsewhere."""
+    z = _np.asarray(z, dtype=float)
+    if z.ndim != 2:
+        raise ValueError(f"z must be a 2-D array of points (rows), got shape {z.shape}")
+    r = float(_arr("r", r, low=0.0, strict=True))
+    in_x = _np.linalg.norm(z - x, axis=1) <= r
+    in_xt = _np.linalg.norm(z - x_tilde, axis=1) <= r
+    out = _np.zeros((len(z), len(_np.atleast_1d(lens))))
+    out[in_x & ~in_xt] = minus
+    out[in_xt & ~in_x] = plus
+    out[in_x & in_xt] = lens
+    return out
+
+
+def random_crescent_fields(n: int, M, r, rng, d_range=(2, 784), rho_range=(1e-4, 2.0)):
+    """``n`` random piecewise-constant g with values in the disc of radius M of R^2 (one
+    uniform value each on C-, the lens and C+), with d and eps/r log-uniform in the given
+    ranges (d rounded to an integer). h is a volume-weighted sum of the three values, so it is
+    exact. Draws from ``rng`` in this order: d, eps/r, then the three values.
+
+    Returns a dict of arrays: ``d``, ``rho`` (eps/r), ``ratio`` (V_U / V_S), ``h_x``, ``h_xt``
+    (``(n, 2)``)."""
+    from robattr.attributions.noise import ball_noise_numpy
+
+    if isinstance(n, bool) or not isinstance(n, (int, _np.integer)) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    M = float(_arr("M", M, low=0.0, strict=True))
+    r = float(_arr("r", r, low=0.0, strict=True))
+    if not (1 <= d_range[0] <= d_range[1]) or not (0 < rho_range[0] <= rho_range[1]):
+        raise ValueError(f"need 1 <= d_range[0] <= d_range[1] and 0 < rho_range[0] <= "
+                         f"rho_range[1], got {d_range} and {rho_range}")
+    dims = _np.round(_np.exp(rng.uniform(_np.log(d_range[0]), _np.log(d_range[1]), n))).astype(int)
+    rhos = _np.exp(rng.uniform(_np.log(rho_range[0]), _np.log(rho_range[1]), n))
+    g1, g2, g3 = (ball_noise_numpy(n, 2, M, rng) for _ in range(3))
+    ratio = ball_volume_ratio(dims, r, rhos * r)
+    h_x = g1 * ratio[:, None] / 2 + g2 * (1 - ratio[:, None] / 2)
+    h_xt = g3 * ratio[:, None] / 2 + g2 * (1 - ratio[:, None] / 2)
+    return dict(d=dims, rho=rhos, ratio=ratio, h_x=h_x, h_xt=h_xt)
+
+
+def first_crossing_radius(eps_max, radii, eps):
+    """Per row of ``eps_max`` (inputs x radii, the certified budget at each radius of the
+    increasing grid ``radii``), the smallest radius where the budget reaches ``eps``: the
+    first grid point with ``eps_max >= eps``, interpolated linearly from the point before;
+    ``radii[0]`` when the first point already reaches it; inf when no point does (beyond
+    the grid). The budget need not be monotone in r: the first crossing is taken."""
+    v = _np.atleast_2d(_np.asarray(eps_max, dtype=float))
+    radii = _np.asarray(radii, dtype=float)
+    if radii.ndim != 1 or v.shape[1] != len(radii) or _np.any(_np.diff(radii) <= 0):
+        raise ValueError("radii must be an increasing 1-D grid with one value per column of "
+                         f"eps_max, got {radii!r} for eps_max of shape {v.shape}")
+    out = _np.empty(len(v))
+    for i, row in enumerate(v):
+        hit = _np.nonzero(row >= eps)[0]
+        if len(hit) == 0:
+            out[i] = _np.inf
+        elif hit[0] == 0:
+            out[i] = radii[0]
+        else:
+            j = hit[0]
+            out[i] = _np.interp(eps, [row[j - 1], row[j]], [radii[j - 1], radii[j]])
+    return out
+
+
+def smoothed_cosine_tolerance(stats0: dict, stats1: dict, n_samples: int, k: float = 3.0):
+    """About ``k`` standard errors on the cosine of two Monte-Carlo smoothed maps (the dicts
+    of :func:`ball_smoothing_stats`), per input: ``k * err / min(||h0||, ||h1||)``, capped
+    at 2, where ``err = sqrt((sum var0 + sum var1) / N)`` is the scale of the two maps'
+    error norms. A tensor of length N."""
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, _np.integer)) \
+            or n_samples < 1:
+        raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+    if not k > 0:
+        raise ValueError(f"k must be > 0, got {k!r}")
+    err = ((stats0["var"].flatten(1).sum(1) + stats1["var"].flatten(1).sum(1)) / n_samples).sqrt()
+    hn = stats0["h"].flatten(1).norm(dim=1).minimum(stats1["h"].flatten(1).norm(dim=1))
+    return (k * err / hn).clamp(max=2)

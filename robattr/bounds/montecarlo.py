@@ -17,6 +17,7 @@ from robattr.bounds._checks import _arr, _out
 
 __all__ = [
     "generalized_chi2_cdf", "generalized_chi2_ppf", "mc_error_quantile", "mc_error_chebyshev",
+    "mc_moments", "mc_repeats", "covariance_weights",
 ]
 
 
@@ -219,3 +220,61 @@ def mc_error_chebyshev(variances, n_samples, alpha):
     v, n, a = _mc_check(variances, n_samples, alpha)
     return float(_np.sqrt(_np.sum(v) / (n * a)))
 
+
+
+# ---- simulating the estimate: reference moments and repeated N-draw estimates ----
+
+def _count(name, v, low):
+    if isinstance(v, bool) or not isinstance(v, (int, _np.integer)) or v < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    return int(v)
+
+
+def mc_moments(f, draw, n: int, chunk: int = 20000):
+    """Mean and covariance of ``f(z)`` (rows of an ``(m, d)`` array) over ``n`` points
+    ``z = draw(m)``, drawn ``chunk`` at a time (the covariance divides by ``n``). For a
+    reference h(x) and the covariance of one draw from many draws. Returns ``(mean, cov)``."""
+    n, chunk = _count("n", n, 2), _count("chunk", chunk, 1)
+    s1 = s2 = None
+    done = 0
+    while done < n:
+        m = min(chunk, n - done)
+        gz = f(draw(m))
+        if s1 is None:
+            s1, s2 = _np.zeros(gz.shape[1]), _np.zeros((gz.shape[1], gz.shape[1]))
+        s1 += gz.sum(0)
+        s2 += gz.T @ gz
+        done += m
+    mean = s1 / n
+    return mean, s2 / n - _np.outer(mean, mean)
+
+
+def mc_repeats(f, draw, n_samples: int, n_repeats: int, reference, n_own: int = 5):
+    """``n_repeats`` independent estimates ``h^ = mean of f(draw(n_samples))``, compared with
+    ``reference``. Returns a dict: ``errors`` (``||h^ - reference||`` per run), ``norms``
+    (``||h^||`` per run) and ``variances``, the per-coordinate sample variances (ddof 1) of
+    the draws of the first ``n_own`` runs (what a single run would estimate its error from)."""
+    n_samples, n_repeats = _count("n_samples", n_samples, 2), _count("n_repeats", n_repeats, 1)
+    n_own = _count("n_own", n_own, 0)
+    reference = _np.asarray(reference, dtype=float)
+    errors, norms, variances = _np.empty(n_repeats), _np.empty(n_repeats), []
+    for i in range(n_repeats):
+        gz = f(draw(n_samples))
+        h_hat = gz.mean(0)
+        errors[i] = _np.linalg.norm(h_hat - reference)
+        norms[i] = _np.linalg.norm(h_hat)
+        if i < n_own:
+            variances.append(gz.var(0, ddof=1))
+    return {"errors": errors, "norms": norms, "variances": variances}
+
+
+def covariance_weights(cov, n_samples: int):
+    """Weights of the generalised chi-square law of ||h^ - h||^2 with the *full* covariance:
+    h^ - h ~ N(0, cov / N) gives sum_i (mu_i / N) Z_i^2, mu_i the eigenvalues of ``cov``.
+    Returns the positive ``mu_i / N`` (negative rounding errors clipped to 0, then dropped)."""
+    cov = _np.asarray(cov, dtype=float)
+    if cov.ndim != 2 or cov.shape[0] != cov.shape[1] or not _np.all(_np.isfinite(cov)):
+        raise ValueError(f"cov must be a finite square matrix, got shape {cov.shape}")
+    n_samples = _count("n_samples", n_samples, 1)
+    w = _np.clip(_np.linalg.eigvalsh(cov), 0.0, None) / n_samples
+    return w[w > 0]
