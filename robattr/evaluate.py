@@ -619,6 +619,7 @@ def retrieval_004(model: nn.Module, x: torch.Tensor, y=None, *,
     """
     from robattr import attributions as A
     from robattr.attacks import pgd
+    from robattr.lim2021 import to_mask
     from robattr.metrics import class_retrieval, deletion, feature_relevance, preservation
 
     model = _check_model(model)
@@ -637,17 +638,13 @@ def retrieval_004(model: nn.Module, x: torch.Tensor, y=None, *,
     with torch.no_grad():
         fooled = model(x_adv).argmax(1) != c0
 
-    def grad_mask(a):
-        return A.percentile_normalize(A.reduce_channels(a, "abs_sum", keepdim=True),
-                                      99.0).expand_as(a)
-
-    explain = {
-        "SimGrad": lambda z: grad_mask(A.grad(model, z, c0)),
-        "SmoothGrad": lambda z: grad_mask(A.smoothgrad(model, z, c0, n_samples=sg_samples,
-                                                       seed=seed)),
-        "IntGrad": lambda z: grad_mask(A.integrated_gradients(model, z, c0, steps=ig_steps)),
-        "RelEx": lambda z: A.relex(model, z, c0, epochs=relex_epochs, n_noisy=n_noisy,
-                                   seed=seed).clamp(0, 1),
+    explain = {      # maps as masks by 004's S2.1 (robattr.lim2021.to_mask)
+        "SimGrad": lambda z: to_mask(A.grad(model, z, c0), "grad"),
+        "SmoothGrad": lambda z: to_mask(A.smoothgrad(model, z, c0, n_samples=sg_samples,
+                                                     seed=seed), "grad"),
+        "IntGrad": lambda z: to_mask(A.integrated_gradients(model, z, c0, steps=ig_steps), "grad"),
+        "RelEx": lambda z: to_mask(A.relex(model, z, c0, epochs=relex_epochs, n_noisy=n_noisy,
+                                           seed=seed), "mask"),
     }
     out = {"fooled": _mean(fooled)}
     for name in methods:

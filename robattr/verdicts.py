@@ -20,6 +20,8 @@ The rules (each can return every outcome it names; ``tests/test_verdicts.py`` re
 * :func:`attack_effective`: the guard of a robustness claim: when the attacked maps move
   no more than under random noise of the same size, the attack is ineffective at this
   scale and the claim is inconclusive, whatever the method.
+
+:func:`print_cells` prints the cells a combined verdict rests on (a notebook's evidence).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["VERDICTS", "Verdict", "gap", "combine", "exact", "share", "attack_effective",
-           "Scale", "set_scale", "current_scale", "PROFILE_ENV"]
+           "Scale", "set_scale", "current_scale", "PROFILE_ENV", "print_cells"]
 
 #: The verdicts, and how each is rendered.
 VERDICTS = {
@@ -241,3 +243,14 @@ def set_scale(dataset: str = "", model: str = "", n: int | None = None,
 def current_scale() -> Scale:
     return _SCALE[0]
 
+
+def print_cells(title: str, cells) -> None:
+    """Print ``title``, then one line per cell of ``cells`` (a mapping ``name -> Verdict``):
+    the verdict and the rule that decided it, the evidence a combined claim rests on."""
+    if not hasattr(cells, "items"):
+        raise ValueError(f"cells must be a mapping name -> Verdict, got {type(cells).__name__}")
+    print(title)
+    for name, v in cells.items():
+        if not isinstance(v, Verdict):
+            raise ValueError(f"cell {name!r} is not a Verdict: {v!r}")
+        print(f"  {name}: {v.verdict} ({v.rule})")

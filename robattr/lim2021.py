@@ -1,0 +1,253 @@
+"""The lim2021 chapter's (paper 004, Lim, Lee & Kim, CVPR 2021) shared evaluation steps.
+
+What the chapter's notebooks repeat, in one place:
+
+* :func:`to_mask`: an explanation map as a [0, 1] mask, by 004's supplement (S2.1);
+* :func:`all_masks`: every explainer's mask of a batch, in the chapter's order;
+* :func:`random_twin`: the control of every attack, Gaussian noise of the attack's l2 size;
+* :func:`mask_scores`: per-image retrieval, relevance and similarity of a batch of masks;
+* :func:`per_image`: one stored per-image tensor as a float NumPy array;
+
+and the theory notebook's checks of Theorem 1 (:func:`robattr.bounds.thm1_check`):
+:func:`random_small_net` and :func:`random_masked_rows` (random cases),
+:func:`thm1_along_directions` (random and gradient directions of a batch),
+:func:`thm1_violations` and :func:`thm1_covered` (counting the rows that break a bound).
+
+Printing the cells a combined verdict rests on is :func:`robattr.verdicts.print_cells`.
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["MASK_KINDS", "to_mask", "gradient_explainers", "all_masks", "random_twin",
+           "mask_scores", "per_image", "SMALL_NET_KINDS", "random_small_net", "random_masked_rows",
+           "thm1_violations", "thm1_covered", "thm1_along_directions"]
+
+#: How :func:`to_mask` turns each kind of map into a mask.
+MASK_KINDS = ("grad", "cam", "mask")
+
+
+def to_mask(a: torch.Tensor, kind: str) -> torch.Tensor:
+    """A map ``a`` (batch-first) as a mask in [0, 1] of ``a``'s shape, as 004's S2.1 does.
+
+    ``"grad"`` (gradient-type maps): ``|a|`` summed over channels, divided by its 99th
+    percentile and clipped at 1, then repeated over the channels; ``"cam"`` (Grad-CAM):
+    min-max scaled; ``"mask"`` (RelEx, MASK: already masks): clamped to [0, 1].
+    """
+    from robattr import attributions as A
+
+    if kind == "grad":
+        return A.percentile_normalize(A.reduce_channels(a, "abs_sum", keepdim=True),
+                                      99.0).expand_as(a)
+    if kind == "cam":
+        return A.minmax_normalize(a)
+    if kind == "mask":
+        return a.clamp(0, 1)
+    raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")
+
+
+def gradient_explainers(sg_samples: int, ig_steps: int, seed: int) -> dict[str, Callable]:
+    """The chapter's gradient-type explainers, ``name -> fn(model, x, target)``: SimGrad,
+    SmoothGrad (``sg_samples`` draws from ``seed``), IntGrad (``ig_steps``) and DeepLIFT."""
+    from robattr import attributions as A
+
+    for name, v in (("sg_samples", sg_samples), ("ig_steps", ig_steps)):
+        if int(v) != v or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    return {
+        "SimGrad": lambda m, x, t: A.grad(m, x, t),
+        "SmoothGrad": lambda m, x, t: A.smoothgrad(m, x, t, n_samples=sg_samples, seed=seed),
+        "IntGrad": lambda m, x, t: A.integrated_gradients(m, x, t, steps=ig_steps),
+        "DeepLIFT": lambda m, x, t: A.deeplift(m, x, t),
+    }
+
+
+def all_masks(model: nn.Module, x: torch.Tensor, target: torch.Tensor, *, sg_samples: int,
+              ig_steps: int, relex_epochs: int, n_noisy: int, seed: int,
+              relex_epochs_long: int | None = None, mask_iterations: int | None = None,
+              relex_batch_size: int | None = None) -> dict[str, torch.Tensor]:
+    """Every explainer's mask (:func:`to_mask`) of ``x`` for ``target``, detached, by name.
+
+    In this order: the four :func:`gradient_explainers`, ``GradCAM``; ``MASK`` (meaningful
+    perturbation, ``mask_iterations`` iterations) when ``mask_iterations`` is given;
+    ``RelEx(<relex_epochs>)``; and, when ``relex_epochs_long`` is given, the same RelEx run
+    continued to ``RelEx(<relex_epochs_long>)`` (one optimisation, two snapshots) and
+    ``RelEx w/o batch`` (``relex_epochs`` steps without the noisy copies).
+    ``relex_batch_size`` bounds RelEx's batch (all images in one batch by default).
+    """
+    from robattr import attributions as A
+
+    if relex_epochs_long is not None and relex_epochs_long <= relex_epochs:
+        raise ValueError(f"relex_epochs_long ({relex_epochs_long}) must exceed relex_epochs "
+                         f"({relex_epochs})")
+    out = {name: to_mask(fn(model, x, target), "grad")
+           for name, fn in gradient_explainers(sg_samples, ig_steps, seed).items()}
+    out["GradCAM"] = to_mask(A.grad_cam(model, x, target), "cam")
+    if mask_iterations is not None:
+        out["MASK"] = to_mask(A.meaningful_perturbation(model, x, target,
+                                                        iterations=mask_iterations), "mask")
+    if relex_epochs_long is None:
+        out[f"RelEx({relex_epochs})"] = A.relex(model, x, target, epochs=relex_epochs,
+                                                n_noisy=n_noisy, seed=seed,
+                                                batch_size=relex_batch_size)
+    else:
+        short, long = A.relex(model, x, target, epochs=relex_epochs_long,
+                              snapshots=(relex_epochs, relex_epochs_long), n_noisy=n_noisy,
+                              seed=seed, batch_size=relex_batch_size)
+        out[f"RelEx({relex_epochs})"], out[f"RelEx({relex_epochs_long})"] = short, long
+        out["RelEx w/o batch"] = A.relex(model, x, target, epochs=relex_epochs, batch=False,
+                                         seed=seed)
+    return {k: v.detach() for k, v in out.items()}
+
+
+def random_twin(x: torch.Tensor, l2: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The random twin of an attacked batch: ``x`` plus a Gaussian direction (from
+    ``generator``) scaled to the per-image l2 length ``l2`` (shape ``(n,)``), clipped to
+    [0, 1] (which can only shorten it)."""
+    if l2.shape != (x.shape[0],):
+        raise ValueError(f"l2 must hold one length per image, shape ({x.shape[0]},), "
+                         f"got {tuple(l2.shape)}")
+    view = (-1,) + (1,) * (x.dim() - 1)
+    noise = torch.randn(x.shape, generator=generator, device=x.device)
+    return (x + noise / noise.flatten(1).norm(dim=1).view(view) * l2.view(view)).clamp(0, 1)
+
+
+def mask_scores(model: nn.Module, x: torch.Tensor, masks: Mapping[str, torch.Tensor],
+                clean_masks: Mapping[str, torch.Tensor], target: torch.Tensor, top_k: int,
+                *, relevance: bool = False, ratios: int = 64) -> dict[tuple, torch.Tensor]:
+    """Per-image scores of each method's mask ``masks[m]`` of ``x`` against its clean mask.
+
+    Keys ``(key, m)``: ``"retrieval"`` (:func:`robattr.metrics.class_retrieval` of
+    ``masks[m] ⊙ x``), ``"spearman"`` and ``"topk"`` (rank correlation and top-``top_k``
+    intersection of the first channels of ``masks[m]`` and ``clean_masks[m]``). With
+    ``relevance``: also ``"clean"`` (retrieval with the clean mask on ``x``), ``"l1"``
+    (``||masks[m]||_1 / ||clean_masks[m]||_1``), deletion ``"D"``, preservation ``"P"``
+    (``ratios`` steps) and feature relevance ``"R"``.
+    """
+    from robattr.metrics import (class_retrieval, deletion, feature_relevance, preservation,
+                                 spearman, topk_intersection)
+
+    missing = set(masks) - set(clean_masks)
+    if missing:
+        raise ValueError(f"clean_masks lacks the methods {sorted(missing)}")
+    out = {}
+    for m, mask in masks.items():
+        m0 = clean_masks[m]
+        out[("retrieval", m)] = class_retrieval(model, x, mask, target, normalize=None)
+        if relevance:
+            out[("clean", m)] = class_retrieval(model, x, m0, target, normalize=None)
+            out[("l1", m)] = mask.flatten(1).sum(1) / m0.flatten(1).sum(1).clamp_min(1e-12)
+            D = deletion(model, x, mask, target, ratios=ratios).auc
+            P = preservation(model, x, mask, target, ratios=ratios).auc
+            out[("D", m)], out[("P", m)], out[("R", m)] = D, P, feature_relevance(P, D)
+        out[("spearman", m)] = spearman(mask[:, :1], m0[:, :1])
+        out[("topk", m)] = topk_intersection(mask[:, :1], m0[:, :1], top_k)
+    return out
+
+
+def per_image(runs: Mapping, run, key) -> np.ndarray:
+    """``runs[run][key]`` (one value per image) as a float NumPy array."""
+    if run not in runs:
+        raise ValueError(f"no run {run!r}; runs: {list(runs)[:6]}")
+    row = runs[run]
+    if key not in row:
+        raise ValueError(f"run {run!r} has no entry {key!r}")
+    return row[key].detach().cpu().numpy().astype(float)
+
+
+# --------------------------------------------------------------------------- theory (Thm 1)
+#: The activations of :func:`random_small_net`'s two-hidden-layer networks.
+SMALL_NET_KINDS = ("linear", "tanh", "relu", "softplus")
+
+
+def random_small_net(kind: str, d: int, k: int, generator: torch.Generator) -> nn.Module:
+    """A random float64 classifier of ``d`` inputs and ``k`` classes, in eval mode.
+
+    ``kind`` starting with ``"linear"``: one linear layer whose weight is scaled by a factor
+    uniform in [0.5, 5]; ``"tanh"``, ``"relu"``, ``"softplus"``: two hidden layers of 32
+    with that activation, every parameter scaled by 3 (steeper than the default init, so
+    the loss moves). The global torch seed is set from ``generator`` first, so the network
+    is a function of ``generator``'s state.
+    """
+    if not (kind.startswith("linear") or kind in SMALL_NET_KINDS):
+        raise ValueError(f"kind must start with 'linear' or be one of {SMALL_NET_KINDS[1:]}, "
+                         f"got {kind!r}")
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
+    if kind.startswith("linear"):
+        net = nn.Linear(d, k)
+        with torch.no_grad():
+            net.weight.mul_(float(torch.empty(1).uniform_(0.5, 5)))
+    else:
+        act = {"tanh": nn.Tanh, "relu": nn.ReLU, "softplus": nn.Softplus}[kind]
+        net = nn.Sequential(nn.Linear(d, 32), act(), nn.Linear(32, 32), act(), nn.Linear(32, k))
+        with torch.no_grad():
+            for p in net.parameters():
+                p.mul_(3.0)
+    return net.double().eval()
+
+
+def random_masked_rows(net: nn.Module, d: int, rows: int, generator: torch.Generator):
+    """``rows`` random cases for ``net`` (float64, from ``generator``): inputs ``x`` uniform in
+    [0, 1]^d, masks ``m`` uniform in [0, 1] with about 30 % of the entries set to 0,
+    directions ``v`` standard normal, and targets ``t``, the prediction on ``m ⊙ x``.
+    Returns ``(x, m, v, t)``."""
+    x = torch.rand(rows, d, generator=generator, dtype=torch.float64)
+    m = (torch.rand(rows, d, generator=generator, dtype=torch.float64)
+         * (torch.rand(rows, d, generator=generator) < 0.7))
+    v = torch.randn(rows, d, generator=generator, dtype=torch.float64)
+    with torch.no_grad():
+        t = net(m * x).argmax(1)
+    return x, m, v, t
+
+
+def thm1_violations(r: Mapping[str, torch.Tensor], key: str = "bound", rtol: float = 1e-6):
+    """Rows of a :func:`robattr.bounds.thm1_check` result ``r`` where the radius bound ``key``
+    (``"bound"``: Eq. 5, ``"lipschitz"``: the mean-value bound) exceeds the radius.
+
+    Only rows that crossed (finite ``alpha``) with a positive budget ``c`` count. Returns
+    ``(rows, violations, ratio)``: how many rows count, how many have
+    ``r[key] > alpha (1 + rtol)``, and ``r[key] / alpha`` on the counted rows.
+    """
+    if key not in r:
+        raise ValueError(f"r has no entry {key!r}; entries: {sorted(r)}")
+    ok = torch.isfinite(r["alpha"]) & (r["c"] > 0)
+    bad = ok & (r[key] > r["alpha"] * (1 + rtol))
+    return int(ok.sum()), int(bad.sum()), r[key][ok] / r["alpha"][ok]
+
+
+def thm1_covered(r: Mapping[str, torch.Tensor], rtol: float = 1e-6) -> tuple[int, int]:
+    """Theorem 1 under its hypothesis: among the rows of a :func:`robattr.bounds.thm1_check`
+    result that crossed with ``c > 0`` and whose trapezoid covers the budget
+    (``trapezoid >= c + 1e-9``), ``(violations of Eq. 5, rows)``; the proof makes the first 0."""
+    cov = torch.isfinite(r["alpha"]) & (r["c"] > 0) & (r["trapezoid"] >= r["c"] + 1e-9)
+    return int((cov & (r["bound"] > r["alpha"] * (1 + rtol))).sum()), int(cov.sum())
+
+
+def thm1_along_directions(model: nn.Module, x: torch.Tensor, m: torch.Tensor, y: torch.Tensor,
+                          *, n_dirs: int, generator: torch.Generator, tau: float,
+                          alpha_max: float, n_grid: int) -> dict[str, torch.Tensor]:
+    """:func:`robattr.bounds.thm1_check` of every image of ``x`` with mask ``m`` and target
+    ``y`` along ``n_dirs`` random directions (standard normal, drawn from ``generator`` on
+    the CPU) and the direction in which the masked loss rises fastest (``-m ⊙ g``, the last
+    one). Rows are direction-major (``n_dirs + 1`` blocks of ``len(x)`` rows); the result
+    adds ``is_grad``, true on the gradient direction's rows."""
+    from robattr.bounds import masked_grad, thm1_check
+
+    if isinstance(n_dirs, bool) or int(n_dirs) != n_dirs or n_dirs < 1:
+        raise ValueError(f"n_dirs must be an integer >= 1, got {n_dirs!r}")
+    _, g0 = masked_grad(model, x, m, y)
+    dirs = torch.cat([torch.randn((n_dirs,) + tuple(x.shape), generator=generator).to(x.device),
+                      -(m * g0).unsqueeze(0)], 0)           # ascent of L is -m * g
+    k = dirs.shape[0]
+
+    def rep(t):
+        return t.unsqueeze(0).expand(k, *t.shape).reshape(-1, *t.shape[1:])
+
+    r = thm1_check(model, rep(x), rep(m), dirs.reshape(-1, *x.shape[1:]), y.repeat(k), tau=tau,
+                   alpha_max=alpha_max, n_grid=n_grid)
+    r["is_grad"] = torch.arange(k, device=x.device).repeat_interleave(x.shape[0]) == k - 1
+    return r
