@@ -22,7 +22,9 @@ import os
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 import torch
 from torch import nn
@@ -32,6 +34,7 @@ from robattr.catalog import ARCHS
 __all__ = [
     "ARCHS", "ACTIVATIONS", "Normalize", "build", "set_activation", "get_activation",
     "using_activation", "has_relu", "load_weights", "ResNetCIFAR", "BasicBlock", "LambdaShortcut",
+    "random_mlp", "sample_random_mlp", "RandomMLP", "PairLogit", "two_layer_scorer",
 ]
 
 ACTIVATIONS = ("relu", "softplus")
@@ -395,3 +398,112 @@ def using_activation(model: nn.Module, activation: str,
         yield model
     finally:
         set_activation(model, *old)
+
+
+# --------------------------------------------------------------------------- random MLPs
+def _standard_normal(rng, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Standard-normal draws from a numpy ``Generator`` or a ``torch.Generator``."""
+    if isinstance(rng, torch.Generator):
+        return torch.randn(shape, generator=rng, dtype=torch.float32).to(dtype)
+    if hasattr(rng, "standard_normal"):
+        return torch.from_numpy(rng.standard_normal(shape)).to(dtype)
+    raise ValueError(f"rng must be a numpy.random.Generator or a torch.Generator, got {type(rng).__name__}")
+
+
+def random_mlp(sizes: Sequence[int], activation: str = "softplus", beta: float | None = None, *,
+               rng, weight_gain: float = 1.0, bias_std: float | None = None, flatten: bool = False,
+               dtype: torch.dtype = torch.float64) -> nn.Sequential:
+    """A multilayer perceptron with Gaussian random weights, for checks on "random small networks".
+
+    ``sizes = [d_in, h_1, ..., h_k, n_out]`` gives one ``nn.Linear`` per consecutive pair, each
+    hidden one followed by ReLU or Softplus(``beta``) (``activation``). With ``flatten=True`` an
+    ``nn.Flatten`` comes first (image batches). Each layer's weight, then its bias, is drawn from
+    ``rng`` (a ``numpy.random.Generator`` or a ``torch.Generator``, float32 draws for the latter):
+    weight = z / sqrt(fan_in) * ``weight_gain``; bias = z * ``bias_std``, or, when ``bias_std`` is
+    None, z / sqrt(fan_out) * ``weight_gain`` (the weight's rule applied to the bias's own length).
+    Returns the network in ``dtype``, in eval mode, on the CPU.
+    """
+    sizes = [int(s) for s in sizes]
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise ValueError(f"sizes must list at least two positive layer widths, got {list(sizes)}")
+    beta = _check_activation(activation, beta if activation == "softplus" else None)
+    if not (math.isfinite(weight_gain) and weight_gain > 0):
+        raise ValueError(f"weight_gain must be a finite number > 0, got {weight_gain}")
+    if bias_std is not None and not (math.isfinite(bias_std) and bias_std >= 0):
+        raise ValueError(f"bias_std must be None or a finite number >= 0, got {bias_std}")
+    layers: list[nn.Module] = [nn.Flatten()] if flatten else []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(n_in, n_out))
+        if i < len(sizes) - 2:
+            layers.append(_act(activation, beta))
+    net = nn.Sequential(*layers).to(dtype).eval()
+    with torch.no_grad():
+        for layer in net:
+            if isinstance(layer, nn.Linear):
+                w = _standard_normal(rng, tuple(layer.weight.shape), dtype)
+                layer.weight.copy_(w / math.sqrt(layer.in_features) * weight_gain)
+                b = _standard_normal(rng, tuple(layer.bias.shape), dtype)
+                layer.bias.copy_(b / math.sqrt(layer.out_features) * weight_gain if bias_std is None
+                                 else b * bias_std)
+    return net
+
+
+class RandomMLP(NamedTuple):
+    """A random network of :func:`sample_random_mlp` and the draws that define it."""
+    net: nn.Sequential
+    d: int
+    activation: str
+    beta: float
+
+
+def sample_random_mlp(rng, activation: str | None = None, *, d: tuple[int, int] = (2, 32),
+                      depth: tuple[int, int] = (1, 3), width: tuple[int, int] = (4, 32),
+                      classes: tuple[int, int] = (2, 10), beta: tuple[float, float] = (0.5, 20.0),
+                      relu_share: float = 0.3, weight_gain: float = 1.5) -> RandomMLP:
+    """Draw an architecture at random, then a float64 :func:`random_mlp` of it.
+
+    From the numpy generator ``rng``, in this order: input dimension, depth (hidden layers) and
+    width, uniform integers in the closed ranges ``d``, ``depth``, ``width``; the activation
+    (ReLU with probability ``relu_share``, else Softplus) unless ``activation`` is given; a
+    Softplus beta log-uniform in ``beta`` (drawn for ReLU too, unused there); the number of
+    classes in ``classes``; then the weights (bias std = ``weight_gain``/sqrt(fan_out)).
+    """
+    if not hasattr(rng, "integers"):
+        raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be None or one of {ACTIVATIONS}, got {activation!r}")
+    for name, (lo, hi) in (("d", d), ("depth", depth), ("width", width), ("classes", classes)):
+        if not 1 <= lo <= hi:
+            raise ValueError(f"{name} must be a range (lo, hi) with 1 <= lo <= hi, got {(lo, hi)}")
+    if not 0 < beta[0] <= beta[1]:
+        raise ValueError(f"beta must be a range (lo, hi) with 0 < lo <= hi, got {beta}")
+    n_in = int(rng.integers(d[0], d[1] + 1))
+    n_hidden = int(rng.integers(depth[0], depth[1] + 1))
+    n_width = int(rng.integers(width[0], width[1] + 1))
+    act = activation or ("relu" if rng.random() < relu_share else "softplus")
+    b = float(np.exp(rng.uniform(np.log(beta[0]), np.log(beta[1]))))
+    n_out = int(rng.integers(classes[0], classes[1] + 1))
+    net = random_mlp([n_in] + [n_width] * n_hidden + [n_out], act, b if act == "softplus" else None,
+                     rng=rng, weight_gain=weight_gain)
+    return RandomMLP(net, n_in, act, b)
+
+
+class PairLogit(nn.Module):
+    """``g -> (-g/2, g/2)`` for a one-output network ``g``: softmax cross-entropy on these two
+    logits is exactly the binary cross-entropy of ``g``, and the gradient of either logit has
+    the direction of ``∇g``. Turns a scorer into a two-class model for the book's losses."""
+
+    def forward(self, g: torch.Tensor) -> torch.Tensor:
+        if g.ndim != 2 or g.shape[1] != 1:
+            raise ValueError(f"PairLogit expects a (N, 1) score, got {tuple(g.shape)}")
+        return torch.cat([-g / 2, g / 2], dim=1)
+
+
+def two_layer_scorer(d_in: int, hidden: int, activation: str = "relu",
+                     beta: float | None = None) -> nn.Sequential:
+    """``x -> w_2ᵀ σ(W_1 x + b_1) + b_2`` with one output, followed by :class:`PairLogit`:
+    a two-class model for low-dimensional toys (torch's default init; seed torch first)."""
+    for name, v in (("d_in", d_in), ("hidden", hidden)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    return nn.Sequential(nn.Linear(d_in, hidden), _act(activation, beta), nn.Linear(hidden, 1), PairLogit())

@@ -32,7 +32,7 @@ import torch
 
 __all__ = ["THEME", "set_theme", "theme", "to_image", "heatmap_grid", "rank_heatmap",
            "verdict_heatmap", "VERDICT_COLORS", "bound_ratio", "measured_vs_bound",
-           "metric_curves"]
+           "metric_curves", "matrix_heatmap"]
 
 #: The book's figure style, as arguments of ``seaborn.set_theme``.
 THEME: dict[str, Any] = {
@@ -512,3 +512,18 @@ def metric_curves(data, *, x: str = "eps", y: str = "value", hue: str | None = "
         if title:
             g.figure.suptitle(title, y=1.03)
     return g
+
+
+def matrix_heatmap(ax, M: torch.Tensor, title: str, *, quantile: float = 0.995):
+    """Draw ``|M|`` of a 2-D matrix (a Jacobian) on ``ax`` as an image, with the colour scale
+    clipped at its ``quantile`` so that a few large entries do not wash out the rest; no ticks
+    (rows and columns are input dimensions). Returns the ``AxesImage`` (for a colour bar)."""
+    if not torch.is_tensor(M) or M.ndim != 2:
+        raise ValueError(f"M must be a 2-D tensor, got {getattr(M, 'shape', type(M).__name__)}")
+    if not 0 < quantile <= 1:
+        raise ValueError(f"quantile must be in (0, 1], got {quantile}")
+    A = M.detach().abs().cpu().numpy()
+    im = ax.imshow(A, cmap="viridis", vmax=np.quantile(A, quantile) + 1e-30, interpolation="nearest")
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([]), ax.set_yticks([])
+    return im

@@ -44,8 +44,11 @@ from robattr.utils import check_int, check_number
 __all__ = [
     "param_layers", "scale_layer", "l2_criterion", "cosine_criterion", "alignment_criteria",
     "hessian_vector_product", "logit_hessian", "hessian_spectral_norm",
-    "hessian_frobenius_norm", "cosine_bound_terms",
+    "hessian_frobenius_norm", "cosine_bound_terms", "scaling_check", "homogeneity_check",
+    "theorem6_cases", "theorem6_tally", "log_slope", "FROBENIUS_MAX_D",
 ]
+
+FROBENIUS_MAX_D = 1024   # theorem6_cases: the exact ||H||_F costs d Hessian-vector products per batch
 
 
 # --------------------------------------------------------------------------- helpers
@@ -268,3 +271,145 @@ def cosine_bound_terms(model: nn.Module, x: torch.Tensor, delta: torch.Tensor, t
     if frobenius:
         out["frobenius"] = eps * hessian_frobenius_norm(model, x, t) / nb
     return out
+
+
+# --------------------------------------------------------------------------- the checks
+def scaling_check(model: nn.Module, x: torch.Tensor, delta: torch.Tensor, target, alphas, *,
+                  skip_small: float | None = None):
+    """Lemma 3 and Prop. 5 on one model: for each α in ``alphas`` (an α-transformation of the
+    last layer, :func:`scale_layer`), a pandas DataFrame row with
+
+    * ``l2_err`` = max over inputs of |Γ^ℓ2(α) / (α Γ^ℓ2) − 1| (Lemma 3: 0),
+    * ``cos_err`` = max over inputs of |Γ^cos(α) − Γ^cos| (Prop. 5: 0),
+    * ``pred_same``: the scaled model predicts as the model on every input,
+    * ``l2_mean``, ``cosd_mean``: the scaled model's mean criteria.
+
+    With ``skip_small = r``, inputs whose Γ^cos is NaN or whose Γ^ℓ2 is at most r‖a‖ are left
+    out of the errors (there b − a is rounding noise); if none is left, the frame is empty.
+    """
+    import pandas as pd
+
+    x = _check(model, x)
+    alphas = [check_number("alpha", a, positive=True) for a in alphas]
+    base = alignment_criteria(model, x, delta, target)
+    ok = torch.ones_like(base["l2"], dtype=torch.bool)
+    if skip_small is not None:
+        ok = ~torch.isnan(base["cosd"]) & (base["l2"] > skip_small * base["grad_norm"])
+        if not bool(ok.any()):
+            return pd.DataFrame(columns=["alpha", "l2_err", "cos_err", "pred_same", "l2_mean", "cosd_mean"])
+    with torch.no_grad():
+        pred = model(x).argmax(1)
+    rows = []
+    for alpha in alphas:
+        scaled = scale_layer(model, alpha)
+        new = alignment_criteria(scaled, x, delta, target)
+        with torch.no_grad():
+            same = bool(torch.equal(scaled(x).argmax(1), pred))
+        rows.append(dict(alpha=alpha,
+                         l2_err=float((new["l2"][ok] / (alpha * base["l2"][ok]) - 1).abs().max()),
+                         cos_err=float((new["cosd"][ok] - base["cosd"][ok]).abs().max()),
+                         pred_same=same, l2_mean=float(new["l2"].mean()), cosd_mean=float(new["cosd"].mean())))
+    return pd.DataFrame(rows)
+
+
+def homogeneity_check(model: nn.Module, x: torch.Tensor, alpha: float = 3.0):
+    """003 Appendix B on one network: for every parameter layer and both forms of the
+    transformation (``printed``: that layer only; ``corrected``: also the biases of every later
+    layer, :func:`scale_layer`), the relative error max|f_α(x) − α f(x)| / max|α f(x)|.
+    Returns a pandas DataFrame with columns layer, last, form, err."""
+    import pandas as pd
+
+    x = _check(model, x)
+    alpha = check_number("alpha", alpha, positive=True)
+    n_layers = len(param_layers(model))
+    rows = []
+    with torch.no_grad():
+        ref = alpha * model(x)
+        for layer in range(n_layers):
+            for following in (False, True):
+                out = scale_layer(model, alpha, layer, following_biases=following)(x)
+                err = float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-300))
+                rows.append(dict(layer=layer, last=layer == n_layers - 1,
+                                 form="corrected" if following else "printed", err=err))
+    return pd.DataFrame(rows)
+
+
+def theorem6_cases(model: nn.Module, x: torch.Tensor, target, eps_list, generator: torch.Generator, *,
+                   power_iters: int = 100, spectral: bool = True, frobenius: bool | None = None,
+                   frobenius_max_d: int = FROBENIUS_MAX_D):
+    """Every term of :func:`cosine_bound_terms` on a grid of perturbation sizes, as a pandas
+    DataFrame with one row per (example, ε).
+
+    One random unit direction δ̂ per example (normalised uniform noise from ``generator``) is
+    scaled to each ε in ``eps_list``. Columns: the terms, ``eps_l2``, ``example``,
+    ``pool_flip`` (a max-pooling switch differs between x and x + εδ̂,
+    :func:`robattr.bounds.maxpool.switch_moved`), and ``spectral`` = ε‖H‖₂/‖b‖ (power iteration,
+    ``power_iters`` steps, from ``generator``) and ``frobenius`` = ε‖H‖_F/‖b‖ when asked for. The
+    Frobenius term costs d Hessian-vector products; by default (``frobenius=None``) it is
+    computed only for inputs of at most ``frobenius_max_d`` values.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from robattr.bounds.maxpool import switch_moved
+
+    x = _check(model, x)
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    eps_list = [check_number("eps", e, positive=True) for e in eps_list]
+    if not eps_list:
+        raise ValueError("eps_list must hold at least one epsilon")
+    if frobenius is None:
+        frobenius = x[0].numel() <= frobenius_max_d
+    direction = 2 * torch.rand(x.shape, generator=generator, dtype=x.dtype) - 1
+    direction = direction / direction.flatten(1).norm(dim=1).reshape(-1, *([1] * (x.ndim - 1)))
+    spec = hessian_spectral_norm(model, x, target, iters=power_iters, generator=generator) if spectral else None
+    frob = hessian_frobenius_norm(model, x, target) if frobenius else None
+    frames = []
+    for eps in eps_list:
+        out = cosine_bound_terms(model, x, eps * direction, target)
+        df = pd.DataFrame({k: v.numpy() for k, v in out.items()})
+        df["eps_l2"] = eps
+        df["example"] = np.arange(len(df))
+        df["pool_flip"] = switch_moved(model, x, eps * direction).numpy()
+        if spec is not None:
+            df["spectral"] = eps * spec.numpy() / df.grad_norm_pert
+        if frob is not None:
+            df["frobenius"] = eps * frob.numpy() / df.grad_norm_pert
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def theorem6_tally(cases, tol: float = 1e-9) -> dict:
+    """Counts over a :func:`theorem6_cases` frame, on the cases where Γ^cos is defined (both
+    gradients nonzero): ``cases``; ``viol_<b>`` = Γ^cos > b + tol for the exact bounds
+    (proof_exact, exact, exact_sq: must be 0); ``fail_<t>`` and ``worst_ratio_<t>`` (largest
+    Γ^cos / t) for each first-order term present (first_order, spectral, frobenius)."""
+    import numpy as np
+
+    if tol < 0:
+        raise ValueError(f"tol must be >= 0, got {tol}")
+    ok = cases.cosd.notna() & (cases.grad_norm > 0) & (cases.grad_norm_pert > 0)
+    d = cases[ok]
+    res = {"cases": int(ok.sum())}
+    for col in ("proof_exact", "exact", "exact_sq"):
+        res[f"viol_{col}"] = int((d.cosd > d[col] + tol).sum())
+    for col in ("first_order", "spectral", "frobenius"):
+        if col in d:
+            res[f"fail_{col}"] = int((d.cosd > d[col] + tol).sum())
+            res[f"worst_ratio_{col}"] = float((d.cosd / d[col]).replace(np.inf, np.nan).max())
+    return res
+
+
+def log_slope(eps, values, n: int = 3) -> float:
+    """Slope of log(values) against log(eps) over the first ``n`` finite positive points
+    (least squares); NaN if fewer than two."""
+    import numpy as np
+
+    e, v = np.asarray(eps, dtype=float), np.asarray(values, dtype=float)
+    if e.shape != v.shape:
+        raise ValueError(f"eps and values must have the same shape, got {e.shape} and {v.shape}")
+    ok = np.isfinite(v) & (v > 0)
+    if ok.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(e[ok][:n]), np.log(v[ok][:n]), 1)[0])

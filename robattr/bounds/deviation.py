@@ -1,5 +1,10 @@
 """Worst-case attribution deviations (001: Wang & Kong, CVPR 2023), matrix-free.
 
+This module holds the bounds; it re-exports the pieces it builds on, which live in their own
+modules: the matrix-free Jacobian products (:mod:`robattr.bounds.jacobian`), the linearity of
+the map (:mod:`robattr.bounds.linearity`: Thm 3's constant, B.1's residual) and the Jacobian of
+IG (:mod:`robattr.bounds.ig_structure`, C.1).
+
 **Notation.** ``g`` maps a batch ``x`` (N, ...) to one attribution per example, the same
 shape; examples do not interact (a model in eval mode). For one example, ``J = ∂g/∂x``
 is the m×d Jacobian (m = d for an attribution map). The paper writes ``H = ∇g = Jᵀ``
@@ -42,13 +47,25 @@ for checks and refuses inputs whose Jacobian would not fit in memory.
 """
 from __future__ import annotations
 
+
 import math
 import numbers
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
+
+from robattr.bounds.ig_structure import (diagonal_dominance, ig_hessian_weight,  # noqa: F401 (re-exported)
+                                        IGJacobianCheck, ig_jacobian, ig_jacobian_check, ig_jacobian_parts,
+                                        offdiag_share, QuadraticLogit)
+from robattr.bounds.jacobian import (ATTRIBUTIONS, SPECTRAL_METHODS, DenseJacobianTooLarge,  # noqa: F401
+                                     JacobianOps, SpectralNorm, _bdot, _bnorm, _check_x, _count, _pos,
+                                     _view, attribution_function, dense_jacobian, jacobian_ops,
+                                     jacobian_spectral_norm)
+from robattr.bounds.linearity import (central_difference_norm, directional_change,  # noqa: F401
+                                      linearity_residual, linearization_ratio, remainder_constant,
+                                      taylor_constant)
 
 __all__ = [
     "DenseJacobianTooLarge", "JacobianOps", "attribution_function", "jacobian_ops",
@@ -58,293 +75,10 @@ __all__ = [
     "linearity_residual", "max_eps_for_tolerance", "label_constraint_condition",
     "deviation_attack", "diagonal_dominance", "ig_hessian_weight", "ig_jacobian_parts",
     "evaluate_bounds", "SPECTRAL_METHODS",
+    # new with the split (defined in robattr.bounds.ig_structure / .linearity)
+    "ig_jacobian", "ig_jacobian_check", "offdiag_share", "QuadraticLogit", "linearization_ratio",
+    "directional_change", "central_difference_norm", "IGJacobianCheck", "SpectralNorm",
 ]
-
-SPECTRAL_METHODS = ("lanczos", "power", "dense")
-ATTRIBUTIONS = ("sm", "grad", "ig", "ixg", "input_x_grad")
-
-
-class DenseJacobianTooLarge(MemoryError):
-    """The dense Jacobian asked for would not fit in the allowed memory."""
-
-
-# --------------------------------------------------------------------------- checks
-def _check_x(x) -> torch.Tensor:
-    if not torch.is_tensor(x) or not x.is_floating_point() or x.ndim < 2 or x.shape[0] == 0:
-        raise ValueError("x must be a non-empty floating-point batch tensor (N, ...), got "
-                         f"{getattr(x, 'shape', type(x).__name__)}")
-    return x.detach()
-
-
-def _pos(name: str, v, *, allow_zero: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) \
-            or (v < 0 if allow_zero else v <= 0):
-        raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, "
-                         f"got {v!r}")
-    return float(v)
-
-
-def _count(name: str, v, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
-
-
-def _bdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Per-example inner product of two batches, (N,)."""
-    return (a.reshape(a.shape[0], -1) * b.reshape(b.shape[0], -1)).sum(1)
-
-
-def _bnorm(a: torch.Tensor) -> torch.Tensor:
-    return a.reshape(a.shape[0], -1).norm(dim=1)
-
-
-def _view(n: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    return n.reshape((-1,) + (1,) * (like.ndim - 1))
-
-
-# --------------------------------------------------------------------------- attributions
-def attribution_function(model: nn.Module, method: str = "sm", target=None, *,
-                         steps: int = 50, ig_method: str = "midpoint",
-                         batch_size: int = 512) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``g(x)``: a differentiable attribution map for a fixed target class, batch-first.
-
-    ``method``: ``"sm"`` / ``"grad"`` (saliency: gradient of the target logit, the paper's
-    SM), ``"ixg"`` / ``"input_x_grad"`` (Input × Gradient), ``"ig"`` (Integrated Gradients,
-    zero baseline, ``steps`` points of ``ig_method``). The returned function calls
-    :mod:`robattr.attributions` with ``create_graph=True``, so its output can be
-    differentiated w.r.t. its input (second derivatives of the network: use a Softplus
-    model, a ReLU network has a zero Hessian almost everywhere). ``target`` is fixed when
-    the function is built (None: the class predicted at the points it is called on —
-    pass the label of the clean input to keep the class fixed under perturbation).
-    """
-    from robattr.attributions import grad, input_x_grad, integrated_gradients, resolve_target
-
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if method not in ATTRIBUTIONS:
-        raise ValueError(f"method must be one of {ATTRIBUTIONS}, got {method!r}")
-    steps = _count("steps", steps)
-
-    def fn(z: torch.Tensor) -> torch.Tensor:
-        t = None if target is None else resolve_target(model, z, target)
-        if method in ("sm", "grad"):
-            return grad(model, z, t, create_graph=True)
-        if method in ("ixg", "input_x_grad"):
-            return input_x_grad(model, z, t, create_graph=True)
-        return integrated_gradients(model, z, t, steps=steps, method=ig_method,
-                                    batch_size=batch_size, create_graph=True)
-
-    fn.method = method
-    return fn
-
-
-class JacobianOps(NamedTuple):
-    """Matrix-free products with the per-example Jacobian ``J`` of ``fn`` at ``x``.
-
-    ``out``: ``fn(x)`` (detached); ``jvp(v)``: ``J v`` (shape of ``out``) for ``v`` shaped
-    like ``x``; ``vjp(u)``: ``Jᵀ u`` (shape of ``x``) for ``u`` shaped like ``out``.
-    """
-    out: torch.Tensor
-    jvp: Callable[[torch.Tensor], torch.Tensor]
-    vjp: Callable[[torch.Tensor], torch.Tensor]
-
-
-def jacobian_ops(fn: Callable, x: torch.Tensor, *, backend: str = "autograd") -> JacobianOps:
-    """Build ``J v`` and ``Jᵀ u`` for ``fn`` at ``x`` (see the module docstring).
-
-    ``backend="autograd"``: one forward of ``fn`` with its graph kept, every product one
-    backward pass. ``backend="func"``: ``torch.func.vjp`` of ``fn`` and of its vjp.
-    """
-    x = _check_x(x)
-    if not callable(fn):
-        raise ValueError(f"fn must be callable, got {fn!r}")
-    if backend == "func":
-        out, vjp_fn = torch.func.vjp(fn, x)
-        _, jvp_fn = torch.func.vjp(lambda u: vjp_fn(u)[0], torch.zeros_like(out))
-        return JacobianOps(out.detach(), lambda v: jvp_fn(v)[0].detach(),
-                           lambda u: vjp_fn(u)[0].detach())
-    if backend != "autograd":
-        raise ValueError(f"backend must be 'autograd' or 'func', got {backend!r}")
-    with torch.enable_grad():
-        xx = x.clone().requires_grad_(True)
-        out = fn(xx)
-        if not torch.is_tensor(out) or out.shape[0] != x.shape[0]:
-            raise ValueError("fn must return a tensor with one row per input, got "
-                             f"{getattr(out, 'shape', type(out).__name__)}")
-        if not out.requires_grad:
-            raise ValueError("fn's output does not depend differentiably on its input "
-                             "(call the attribution with create_graph=True)")
-        u0 = torch.zeros_like(out, requires_grad=True)
-        (jtu,) = torch.autograd.grad(out, xx, u0, create_graph=True, allow_unused=True)
-    if jtu is None or not jtu.requires_grad:
-        zero_in, zero_out = torch.zeros_like(x), torch.zeros_like(out.detach())
-
-        def jvp(v):  # J does not depend on u at all: fn is constant in x
-            return zero_out.clone()
-
-        def vjp(u):
-            return zero_in.clone()
-        return JacobianOps(out.detach(), jvp, vjp)
-
-    def jvp(v: torch.Tensor) -> torch.Tensor:
-        with torch.enable_grad():
-            (r,) = torch.autograd.grad(jtu, u0, v.to(x.dtype), retain_graph=True,
-                                       allow_unused=True)
-        return torch.zeros_like(out.detach()) if r is None else r.detach()
-
-    def vjp(u: torch.Tensor) -> torch.Tensor:
-        with torch.enable_grad():
-            (r,) = torch.autograd.grad(out, xx, u.to(out.dtype), retain_graph=True,
-                                       allow_unused=True)
-        return torch.zeros_like(x) if r is None else r.detach()
-
-    return JacobianOps(out.detach(), jvp, vjp)
-
-
-# --------------------------------------------------------------------------- dense
-def dense_jacobian(fn: Callable, x: torch.Tensor, *, max_bytes: float = 2 ** 31,
-                   ops: JacobianOps | None = None) -> torch.Tensor:
-    """The per-example Jacobian ``J`` as a dense (N, m, d) tensor (m outputs, d inputs).
-
-    Row ``k`` of every example's ``J`` is one backward pass with the k-th output basis
-    vector (examples do not interact, so one pass serves the whole batch): m passes.
-    Refuses with :class:`DenseJacobianTooLarge` (a ``MemoryError``) when ``N·m·d``
-    floats exceed ``max_bytes`` (default 2 GiB). For checks on small inputs.
-    """
-    x = _check_x(x)
-    n, d = x.shape[0], x[0].numel()
-    ops = ops or jacobian_ops(fn, x)
-    m = ops.out[0].numel()
-    need = n * m * d * x.element_size() + n * d * d * x.element_size()
-    if need > max_bytes:
-        raise DenseJacobianTooLarge(
-            f"the dense Jacobian of {n} input(s) with d = {d}, m = {m} needs about "
-            f"{need / 2 ** 30:.1f} GiB (J and the matrix for its SVD), over the allowed "
-            f"{max_bytes / 2 ** 30:.1f} GiB; use method='lanczos' or 'power' (matrix-free)")
-    rows = torch.empty(n, m, d, dtype=x.dtype, device=x.device)
-    basis = torch.zeros((n, m), dtype=ops.out.dtype, device=x.device)
-    for k in range(m):
-        basis.zero_()
-        basis[:, k] = 1.0
-        rows[:, k] = ops.vjp(basis.reshape(ops.out.shape)).reshape(n, d)
-    return rows
-
-
-# --------------------------------------------------------------------------- spectra
-def _lanczos(ops: JacobianOps, x: torch.Tensor, tol: float, max_iter: int, gen):
-    n, d = x.shape[0], x[0].numel()
-    dt = torch.float64
-    q = torch.randn(x.shape, generator=gen, dtype=x.dtype, device=gen.device).to(x.device)
-    q = q.reshape(n, d).to(dt)
-    q = q / q.norm(dim=1, keepdim=True)
-    Q = [q]
-    alphas, betas = [], []
-    theta = torch.zeros(n, dtype=dt, device=x.device)
-    s_top = None
-    converged = torch.zeros(n, dtype=torch.bool, device=x.device)
-    it = 0
-    for it in range(1, max_iter + 1):
-        v = Q[-1]
-        w = ops.vjp(ops.jvp(v.to(x.dtype).reshape(x.shape))).reshape(n, d).to(dt)
-        a = (w * v).sum(1)
-        alphas.append(a)
-        w = w - a[:, None] * v - (betas[-1][:, None] * Q[-2] if betas else 0.0)
-        Qm = torch.stack(Q, 1)                                     # (n, k, d)
-        for _ in range(2):                                         # full re-orthogonalisation
-            w = w - torch.einsum("nkd,nk->nd", Qm, torch.einsum("nkd,nd->nk", Qm, w))
-        b = w.norm(dim=1)
-        k = len(alphas)
-        T = torch.diag_embed(torch.stack(alphas, 1))
-        if k > 1:
-            off = torch.stack(betas, 1)
-            T = T + torch.diag_embed(off, 1) + torch.diag_embed(off, -1)
-        evals, evecs = torch.linalg.eigh(T)
-        theta, s_top = evals[:, -1], evecs[:, :, -1]
-        resid = b * s_top[:, -1].abs()
-        scale = theta.abs().clamp_min(torch.finfo(dt).tiny)
-        converged = (resid <= tol * scale) | (b <= 1e-12 * scale) | (theta <= 0)
-        if bool(converged.all()) or it == max_iter or k >= d:
-            break
-        betas.append(b)
-        Q.append(w / b.clamp_min(torch.finfo(dt).tiny)[:, None])
-    Qm = torch.stack(Q[:len(alphas)], 1)
-    vec = torch.einsum("nkd,nk->nd", Qm, s_top)
-    vec = vec / vec.norm(dim=1, keepdim=True).clamp_min(torch.finfo(dt).tiny)
-    return theta.clamp_min(0.0), vec, it, converged
-
-
-def _power(ops: JacobianOps, x: torch.Tensor, tol: float, max_iter: int, gen):
-    n, d = x.shape[0], x[0].numel()
-    v = torch.randn(x.shape, generator=gen, dtype=x.dtype, device=gen.device).to(x.device)
-    v = v.reshape(n, d).double()
-    v = v / v.norm(dim=1, keepdim=True)
-    lam = torch.zeros(n, dtype=torch.float64, device=x.device)
-    converged = torch.zeros(n, dtype=torch.bool, device=x.device)
-    it = 0
-    for it in range(1, max_iter + 1):
-        w = ops.vjp(ops.jvp(v.to(x.dtype).reshape(x.shape))).reshape(n, d).double()
-        new = (w * v).sum(1)                                       # Rayleigh quotient
-        nw = w.norm(dim=1)
-        converged = ((new - lam).abs() <= tol * new.abs().clamp_min(1e-300)) | (nw == 0)
-        lam = new
-        v = torch.where(nw[:, None] > 0, w / nw.clamp_min(1e-300)[:, None], v)
-        if bool(converged.all()):
-            break
-    return lam.clamp_min(0.0), v, it, converged
-
-
-class SpectralNorm(NamedTuple):
-    """``value`` ξ_max per example (N,); ``vector`` the top right singular vector (shape of
-    ``x``, unit ℓ2 norm per example); ``iterations``; ``converged`` (N,) bool."""
-    value: torch.Tensor
-    vector: torch.Tensor
-    iterations: int
-    converged: torch.Tensor
-
-
-def jacobian_spectral_norm(fn: Callable, x: torch.Tensor, method: str = "lanczos", *,
-                           tol: float = 1e-6, max_iter: int = 100, backend: str = "autograd",
-                           generator: torch.Generator | None = None, seed: int | None = 0,
-                           max_bytes: float = 2 ** 31, return_vector: bool = False,
-                           ops: JacobianOps | None = None):
-    """ξ_max, the largest singular value of the Jacobian of ``fn`` at each input of ``x``.
-
-    ``fn`` maps a batch to a batch (one attribution per example, examples independent);
-    its output must be differentiable w.r.t. its input (e.g. :func:`attribution_function`).
-    ξ_max² is the top eigenvalue of ``JᵀJ``, found matrix-free, batched over the inputs:
-
-    * ``"lanczos"`` (default): Lanczos on ``JᵀJ`` with full re-orthogonalisation; stops
-      when every example's Ritz residual ``β_k |s_k|`` is at most ``tol`` times its top
-      Ritz value (or after ``max_iter`` products);
-    * ``"power"``: power iteration; stops when the Rayleigh quotient changes by at most
-      ``tol`` (relative) for every example;
-    * ``"dense"``: all of ``J`` (:func:`dense_jacobian`) and ``torch.linalg.svdvals``; a
-      check only, refused (``DenseJacobianTooLarge``, a MemoryError) above ``max_bytes``.
-
-    Each ``JᵀJ v`` costs two backward passes (see the module docstring). The start vector
-    is Gaussian from ``generator`` (else ``seed``). Returns ξ_max (N,) as a float64
-    tensor, or a :class:`SpectralNorm` (value, unit top singular vector ``v_max`` shaped
-    like ``x``, iterations, converged) with ``return_vector=True``.
-    """
-    x = _check_x(x)
-    if method not in SPECTRAL_METHODS:
-        raise ValueError(f"method must be one of {SPECTRAL_METHODS}, got {method!r}")
-    tol = _pos("tol", tol)
-    max_iter = _count("max_iter", max_iter)
-    if method == "dense":
-        J = dense_jacobian(fn, x, max_bytes=max_bytes, ops=ops).double()
-        _, s, vh = torch.linalg.svd(J, full_matrices=False)
-        res = SpectralNorm(s[:, 0], vh[:, 0].reshape(x.shape), 1,
-                           torch.ones(x.shape[0], dtype=torch.bool, device=x.device))
-        return res if return_vector else res.value
-    if generator is None:
-        generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
-    ops = ops or jacobian_ops(fn, x, backend=backend)
-    run = _lanczos if method == "lanczos" else _power
-    lam, vec, it, conv = run(ops, x, tol, max_iter, generator)
-    res = SpectralNorm(lam.sqrt(), vec.reshape(x.shape), it, conv)
-    return res if return_vector else res.value
 
 
 # --------------------------------------------------------------------------- the bounds
@@ -469,70 +203,6 @@ def angle_bound(T, g_norm, *, degrees: bool = True):
     a = np.arccos(np.clip(1.0 - dc, -1.0, 1.0))
     a = np.degrees(a) if degrees else a
     return float(a) if a.ndim == 0 else a
-
-
-def taylor_constant(fn: Callable, x: torch.Tensor, v_max: torch.Tensor, xi_max, eps: float,
-                    *, form: str = "eq39", g0: torch.Tensor | None = None,
-                    ops: JacobianOps | None = None) -> torch.Tensor:
-    """The paper's constant ``c`` (Eqs. 37–39) per example, so that ``T′_e = c ξ_max ε``.
-
-    ``form="eq39"``: ``max{1, ‖g(x + ε v) − g(x)‖ / (ξ_max ε)}``; ``form="eq38"``:
-    ``max{0, (‖g(x+εv) − g(x)‖ − ‖J εv‖) / (ξ_max ε)} + 1`` with ``‖J εv‖`` computed by a
-    Jacobian-vector product (the two agree when ``v`` is the top singular vector, since
-    then ``‖J v‖ = ξ_max``). ``v_max`` is the unit top right singular vector
-    (:func:`jacobian_spectral_norm` with ``return_vector=True``). The point ``x + εv`` is
-    not clipped to the pixel range (the bound is over the whole ball).
-    """
-    x = _check_x(x)
-    eps = _pos("eps", eps)
-    if form not in ("eq38", "eq39"):
-        raise ValueError(f"form must be 'eq38' or 'eq39', got {form!r}")
-    xi = torch.as_tensor(xi_max, dtype=torch.float64, device=x.device).reshape(-1)
-    with torch.enable_grad():
-        if g0 is None:
-            g0 = fn(x.clone().requires_grad_(True)).detach()
-        g1 = fn((x + eps * v_max.to(x.dtype)).detach().requires_grad_(True)).detach()
-    dev = _bnorm((g1 - g0).double())
-    denom = (xi * eps).clamp_min(torch.finfo(torch.float64).tiny)
-    if form == "eq39":
-        return torch.clamp(dev / denom, min=1.0)
-    ops = ops or jacobian_ops(fn, x)
-    lin = _bnorm(ops.jvp(eps * v_max.to(x.dtype)).double())
-    return torch.clamp((dev - lin) / denom, min=0.0) + 1.0
-
-
-def linearity_residual(fn: Callable, x: torch.Tensor, delta: torch.Tensor, *,
-                       ops: JacobianOps | None = None, relative: bool = False):
-    """B.1: ``η(x, δ) = ‖g(x+δ) − g(x) − J δ‖₂`` per example (N,); with ``relative=True``
-    also divided by ``‖g(x+δ) − g(x)‖`` (returned as a pair ``(η, η/‖Δg‖)``)."""
-    x = _check_x(x)
-    if not torch.is_tensor(delta) or delta.shape != x.shape:
-        raise ValueError(f"delta must be shaped like x {tuple(x.shape)}")
-    ops = ops or jacobian_ops(fn, x)
-    with torch.enable_grad():
-        g1 = fn((x + delta).detach().requires_grad_(True)).detach()
-    diff = (g1 - ops.out).double()
-    eta = _bnorm(diff - ops.jvp(delta.detach()).double())
-    if relative:
-        return eta, eta / _bnorm(diff).clamp_min(torch.finfo(torch.float64).tiny)
-    return eta
-
-
-def remainder_constant(fn: Callable, x: torch.Tensor, delta: torch.Tensor, *,
-                       ops: JacobianOps | None = None) -> torch.Tensor:
-    """The smallest ``c ≥ 1`` with Thm 3's hypothesis ``|R_i| ≤ (c − 1) |(J δ)_i|`` for
-    every coordinate ``i``, where ``R = g(x+δ) − g(x) − J δ``: ``1 + max_i |R_i|/|(Jδ)_i|``
-    (inf if some ``(Jδ)_i = 0`` with ``R_i ≠ 0``). Under it, Thm 3 gives
-    ``‖g(x+δ) − g(x)‖ ≤ c ‖J δ‖ ≤ c ξ_max ‖δ‖``."""
-    x = _check_x(x)
-    ops = ops or jacobian_ops(fn, x)
-    with torch.enable_grad():
-        g1 = fn((x + delta).detach().requires_grad_(True)).detach()
-    lin = ops.jvp(delta.detach()).double().reshape(x.shape[0], -1)
-    R = ((g1 - ops.out).double().reshape(x.shape[0], -1) - lin).abs()
-    ratio = torch.where(lin.abs() > 0, R / lin.abs().clamp_min(1e-300),
-                        torch.where(R > 0, torch.full_like(R, math.inf), torch.zeros_like(R)))
-    return 1.0 + ratio.amax(1)
 
 
 def max_eps_for_tolerance(omega, g_norm=None, *, xi_max=None, linf_constant=None,
@@ -673,96 +343,6 @@ def deviation_attack(fn: Callable, x: torch.Tensor, eps: float, *, norm: str = "
             gr / _view(_bnorm(gr).clamp_min(1e-12), gr)
         x_adv = proj(xa.detach() + step_size * step)
     return best, best_dev
-
-
-# --------------------------------------------------------------------------- C.1
-def diagonal_dominance(J: torch.Tensor, rows: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """How diagonal a square Jacobian is, per example: ``diag_mass`` = Σ|J_ii| / Σ|J_ij|
-    and ``dominant_rows`` = the fraction of rows with ``|J_ii| ≥ Σ_{j≠i} |J_ij|``.
-
-    ``rows`` (optional, (N, d) bool): count only those rows in both numbers (e.g. the
-    pixels with ``x_i ≠ 0``: for IG with a zero baseline the other rows are diagonal by
-    construction, see :func:`ig_jacobian_parts`). An example with no selected row gets NaN.
-    """
-    if not torch.is_tensor(J) or J.ndim != 3 or J.shape[1] != J.shape[2]:
-        raise ValueError(f"J must be (N, d, d), got {getattr(J, 'shape', J)!r}")
-    A = J.abs().double()
-    diag = torch.diagonal(A, dim1=1, dim2=2)
-    row_sum = A.sum(2)
-    off = row_sum - diag
-    if rows is None:
-        w = torch.ones_like(diag)
-    else:
-        if not torch.is_tensor(rows) or rows.shape != diag.shape:
-            raise ValueError(f"rows must be a (N, d) = {tuple(diag.shape)} bool tensor")
-        w = rows.to(diag.device).double()
-    n_rows = w.sum(1)
-    nan = torch.full_like(n_rows, float("nan"))
-    mass = (diag * w).sum(1) / (row_sum * w).sum(1).clamp_min(1e-300)
-    dom = ((diag >= off).double() * w).sum(1) / n_rows.clamp_min(1)
-    return {"diag_mass": torch.where(n_rows > 0, mass, nan),
-            "dominant_rows": torch.where(n_rows > 0, dom, nan)}
-
-
-def ig_hessian_weight(steps: int, method: str = "right") -> float:
-    """``Σ_k w_k α_k``: the total weight of the Hessian term in the Jacobian of IG.
-
-    With the quadrature nodes ``α_k`` and weights ``w_k`` of
-    :func:`robattr.attributions.path_points`, IG with a zero baseline is
-    ``x ⊙ Σ_k w_k ∇f(α_k x)`` and its Jacobian is
-    ``diag(Σ_k w_k ∇f(α_k x)) + diag(x) Σ_k w_k α_k ∇²f(α_k x)``. For a quadratic ``f``
-    (constant Hessian ``A``) the off-diagonal part is exactly ``x_i A_ij`` times this
-    number. It is ``(m+1)/(2m)`` for the right Riemann sum (the paper's Eq. 40,
-    ``α = 1..m``), ``(m−1)/(2m)`` for the left one and ``1/2`` for midpoint, trapezoid and
-    Gauss-Legendre: it tends to ``∫₀¹ t dt = 1/2``, **not** to 0, as ``m`` grows.
-    """
-    from robattr.attributions import path_points
-
-    a, w = path_points(_count("steps", steps), method)
-    return float((np.asarray(a, dtype=np.float64) * np.asarray(w, dtype=np.float64)).sum())
-
-
-def ig_jacobian_parts(model: nn.Module, x: torch.Tensor, target=None, *, steps: int = 16,
-                      method: str = "right", max_bytes: float = 2 ** 30):
-    """The two parts of the Jacobian of Integrated Gradients (zero baseline), densely.
-
-    ``J_IG(x) = diag(a) + B`` with ``a = Σ_k w_k ∇f(α_k x)`` (the path-averaged gradient,
-    (N, d)) and ``B = diag(x) Σ_k w_k α_k ∇²f(α_k x)`` ((N, d, d); row ``i`` is ``x_i``
-    times a weighted sum of Hessian rows, so it vanishes where ``x_i = 0``). ``f`` is the
-    logit of ``target`` (fixed; None: the class predicted at ``x``); the nodes and weights
-    are those of :func:`robattr.attributions.path_points` (``method="right"`` is the
-    paper's Eq. 40). The Hessians at the ``N·steps`` path points are dense (``d`` backward
-    passes): for small inputs. Refused (:class:`DenseJacobianTooLarge`) above
-    ``max_bytes``. Returns ``(a, B)`` as float64 tensors; ``a`` is shaped like ``x``,
-    ``B`` is (N, d, d) over the flattened input.
-    """
-    from robattr.attributions import path_points, resolve_target
-
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    x = _check_x(x)
-    steps = _count("steps", steps)
-    alphas, weights = path_points(steps, method)
-    n, d, k = x.shape[0], x[0].numel(), len(alphas)
-    need = n * k * d * d * 8 * 2
-    if need > max_bytes:
-        raise DenseJacobianTooLarge(
-            f"the {n * k} Hessians of ig_jacobian_parts (d = {d}) need about "
-            f"{need / 2 ** 30:.2f} GiB, over the allowed {max_bytes / 2 ** 30:.2f} GiB")
-    with torch.no_grad():
-        t = resolve_target(model, x, target)
-    a_t = torch.as_tensor(alphas, dtype=x.dtype, device=x.device)
-    w_t = torch.as_tensor(weights, dtype=torch.float64, device=x.device)
-    pts = (a_t.reshape((k, 1) + (1,) * (x.ndim - 1)) * x.unsqueeze(0)).reshape((k * n,) + x.shape[1:])
-    sal = attribution_function(model, "sm", t.repeat(k))
-    ops = jacobian_ops(sal, pts)
-    H = dense_jacobian(sal, pts, ops=ops, max_bytes=max(max_bytes, 1.0)).double()  # (k n, d, d)
-    grads = ops.out.double().reshape(k, n, d)
-    a = (w_t[:, None, None] * grads).sum(0)
-    wa = (w_t * torch.as_tensor(alphas, dtype=torch.float64, device=x.device))
-    M = (wa[:, None, None, None] * H.reshape(k, n, d, d)).sum(0)
-    B = x.reshape(n, d).double()[:, :, None] * M
-    return a.reshape(x.shape), B
 
 
 # --------------------------------------------------------------------------- tables

@@ -1,0 +1,147 @@
+"""The bookkeeping of 001's Tables 6–10 around :func:`robattr.bounds.evaluate_bounds`.
+
+A *run* is the dict of per-image tensors that :func:`~robattr.bounds.evaluate_bounds` returns
+for one (model, norm, ε) cell (``T_e``, ``T_prime_e``, ``T_c_deg``, ``dev_paper``,
+``angle_paper``, ``dev_direct``, ``angle_direct``), plus ``dev_random``: the deviation under
+random noise of the attacks' size (:func:`random_deviation`), the reference of the guard that
+an attack must beat before a "bound holds" verdict means anything (:func:`guarded`).
+This module turns runs into the tables' rows (:func:`bound_summary`, :func:`bound_table`,
+:func:`side_by_side`), counts crossings (:func:`crossing_shares`, :func:`worst_cell`,
+:func:`cases_within`) and labels budgets (:func:`eps_label`).
+"""
+from __future__ import annotations
+
+import torch
+
+from robattr.bounds.jacobian import attribution_function
+
+__all__ = ["random_deviation", "guarded", "bound_summary", "bound_table", "side_by_side",
+           "crossing_shares", "worst_cell", "concat_runs", "cases_within", "eps_label"]
+
+NORMS = ("l2", "linf")
+BOUNDS = ("T_e", "T_prime_e", "T_c")
+
+
+def _norm(norm: str) -> str:
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    return norm
+
+
+def random_deviation(model, x: torch.Tensor, y: torch.Tensor, method: str, norm: str, eps: float, *,
+                     ig_steps: int = 16, seed: int = 0) -> torch.Tensor:
+    """``‖g(x + δ) − g(x)‖`` per image (float64, CPU) for random noise δ of the attacks' size:
+    ℓ2, a Gaussian direction scaled to norm ``eps``; ℓ∞, a random vertex of the cube
+    (``±eps`` per pixel). ``g`` is the attribution ``method`` of ``model`` for the classes ``y``;
+    the noise comes from a ``torch.Generator`` seeded with ``seed``."""
+    _norm(norm)
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0, got {eps}")
+    fn = attribution_function(model, method, y, steps=ig_steps)
+    gen = torch.Generator().manual_seed(seed)
+    if norm == "l2":
+        delta = torch.randn(x.shape, generator=gen).to(x.device, x.dtype)
+        delta = eps * delta / delta.flatten(1).norm(dim=1).reshape(-1, *[1] * (x.dim() - 1))
+    else:
+        delta = eps * (2 * torch.randint(0, 2, x.shape, generator=gen) - 1).to(x.device, x.dtype)
+    g0 = fn(x.clone().requires_grad_(True)).detach()
+    g1 = fn((x + delta).requires_grad_(True)).detach()
+    return (g1 - g0).flatten(1).norm(dim=1).double().cpu()
+
+
+def guarded(rule, attacked, random):
+    """The claim's verdict ``rule``, unless the attack moves the maps no more than random noise
+    does (:func:`robattr.verdicts.attack_effective`), in which case that verdict replaces it."""
+    from robattr import verdicts
+
+    guard = verdicts.attack_effective(attacked, random)
+    return guard if guard is not None else rule
+
+
+def bound_summary(run: dict) -> dict:
+    """The means over the images of one run, under the tables' column names: ``T_hat_e``
+    (the paper's attack's deviation), ``T_e``, ``T_prime_e``, ``T_hat_c_deg`` (its angle),
+    ``T_c_deg``."""
+    return {"T_hat_e": run["dev_paper"].mean(), "T_e": run["T_e"].mean(),
+            "T_prime_e": run["T_prime_e"].mean(), "T_hat_c_deg": run["angle_paper"].mean(), "T_c_deg": run["T_c_deg"].mean()}
+
+
+def bound_table(runs: dict, norm: str, quantities, labels: dict):
+    """A tidy pandas DataFrame (eps, model, quantity, value) of the runs keyed (model, norm, ε)
+    whose norm is ``norm``, keeping the :func:`bound_summary` columns in ``quantities``;
+    ``labels`` maps a model key to its name in the table; ``eps`` is ``str(ε)``."""
+    import pandas as pd
+
+    _norm(norm)
+    out = []
+    for (name, nm, e), r in runs.items():
+        if nm != norm:
+            continue
+        for q, v in bound_summary(r).items():
+            if q in quantities:
+                out.append({"eps": str(e), "model": labels[name], "quantity": q, "value": float(v)})
+    return pd.DataFrame(out)
+
+
+def side_by_side(compared, index, quantities, *, drop_empty_rows: bool = False):
+    """A :func:`robattr.papers.compare` frame (columns ``quantity``, ``ours``, ``paper``) as a wide
+    table: one row per ``index`` tuple, and for each quantity (in the given order) our value beside
+    the paper's. ``drop_empty_rows`` drops the rows where every value is missing (index
+    combinations that pivoting creates but neither side has)."""
+    import pandas as pd
+
+    quantities = list(quantities)
+    w = compared.pivot_table(index=list(index), columns="quantity", values=["ours", "paper"], dropna=False)
+    w = w.reindex(columns=pd.MultiIndex.from_product([["ours", "paper"], quantities]))
+    if drop_empty_rows:
+        w = w.dropna(how="all")
+    return w.swaplevel(axis=1).reindex(columns=pd.MultiIndex.from_product([quantities, ["ours", "paper"]]))
+
+
+def crossing_shares(run: dict, attack: str, norm: str) -> dict:
+    """Share of images (%) whose attacked deviation (attack ``attack``: "paper" or "direct")
+    exceeds ``T_e`` and ``T_prime_e`` (ℓ2 only; NaN for ℓ∞), and whose angle exceeds ``T_c``."""
+    _norm(norm)
+    dv = run[f"dev_{attack}"]
+    above_tp = float("nan") if norm == "linf" else 100 * float((dv > run["T_prime_e"]).double().mean())
+    return {"> T_e (%)": 100 * float((dv > run["T_e"]).double().mean()),
+            "> T'_e (%)": above_tp,
+            "> T_c (%)": 100 * float((run[f"angle_{attack}"] > run["T_c_deg"]).double().mean())}
+
+
+def worst_cell(viol, attack: str) -> float:
+    """The largest share of images above the bound that applies (``T'_e`` for ℓ2, ``T_e`` for
+    ℓ∞, ``T_c`` for both) over the cells of ``viol`` (rows of :func:`crossing_shares` with the
+    columns ``norm`` and ``attack``) for attack ``attack``."""
+    s_ = viol[viol.attack == attack]
+    if s_.empty:
+        raise ValueError(f"no rows for attack {attack!r}")
+    return max(s_[s_.norm == "l2"]["> T'_e (%)"].max(), s_[s_.norm == "linf"]["> T_e (%)"].max(),
+               s_["> T_c (%)"].max())
+
+
+def concat_runs(runs, key: str) -> torch.Tensor:
+    """One run quantity (``key``) of several runs, concatenated over their images."""
+    return torch.cat([r_[key] for r_ in runs])
+
+
+def cases_within(runs, attack: str, bounds) -> tuple[int, int]:
+    """Over the images of ``runs``: how many have their attacked deviation within every bound in
+    ``bounds`` (any of "T_e", "T_prime_e", "T_c"), and how many images there are."""
+    unknown = set(bounds) - set(BOUNDS)
+    if unknown:
+        raise ValueError(f"bounds must be among {BOUNDS}, got {sorted(unknown)}")
+    ok = torch.ones(sum(len(r_["T_e"]) for r_ in runs), dtype=torch.bool)
+    if "T_prime_e" in bounds:
+        ok &= concat_runs(runs, f"dev_{attack}") <= concat_runs(runs, "T_prime_e")
+    if "T_e" in bounds:
+        ok &= concat_runs(runs, f"dev_{attack}") <= concat_runs(runs, "T_e")
+    if "T_c" in bounds:
+        ok &= concat_runs(runs, f"angle_{attack}") <= concat_runs(runs, "T_c_deg")
+    return int(ok.sum()), len(ok)
+
+
+def eps_label(e: float) -> str:
+    """A budget as the paper prints it: ``k/255`` when ε·255 is an integer, else ``{ε:g}``."""
+    n = e * 255
+    return f"{round(n)}/255" if abs(n - round(n)) < 1e-9 else f"{e:g}"
