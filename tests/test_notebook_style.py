@@ -1,0 +1,75 @@
+"""The notebooks read like a paper: setup collapsed, short cells, no helper copied between
+notebooks (issue 19). Source-level checks; the HTML side is in tests/test_book.py."""
+from __future__ import annotations
+
+import ast
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
+
+#: lines of logic (non-blank, non-comment) above which a code cell counts as long
+LONG = 25
+#: the most long code cells the book may have (the issue's goal is at most 10; this only goes
+#: down). The 8 are crosspaper/matrix's, each one step of the cross-paper evaluation
+MAX_LONG_CELLS = 8
+
+
+def key(path: Path) -> str:
+    return str(path.relative_to(ROOT / "notebooks").with_suffix(""))
+
+
+def code_cells(path: Path) -> list[tuple[int, dict]]:
+    cells = json.loads(path.read_text())["cells"]
+    return [(i, c) for i, c in enumerate(cells) if c["cell_type"] == "code"]
+
+
+def tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def logic_lines(cell: dict) -> int:
+    return sum(1 for line in "".join(cell["source"]).splitlines()
+               if line.strip() and not line.strip().startswith("#"))
+
+
+def long_cells() -> list[tuple[int, str, int]]:
+    """(lines, notebook, cell index) of every long code cell, parameters cells excluded
+    (they declare, they do not compute)."""
+    return sorted(((logic_lines(c), key(p), i) for p in NOTEBOOKS for i, c in code_cells(p)
+                   if "parameters" not in tags(c) and logic_lines(c) > LONG), reverse=True)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_setup_cell_is_collapsed_and_is_the_only_one_that_checks_parameters(path):
+    cells = code_cells(path)
+    (where,) = [n for n, (_, c) in enumerate(cells) if "parameters" in tags(c)]
+    setup = cells[where + 1][1]
+    assert "hide-input" in tags(setup), f"{key(path)}: the setup cell is not collapsed"
+    assert "robattr.check_params()" in "".join(setup["source"])
+    for i, c in cells[where + 2:]:
+        assert "check_params" not in "".join(c["source"]), \
+            f"{key(path)} cell {i}: parameters are checked in a visible cell"
+
+
+def test_long_code_cells_are_few():
+    found = long_cells()
+    listing = "\n".join(f"  {n:3d} lines  {k} cell {i}" for n, k, i in found)
+    assert len(found) <= MAX_LONG_CELLS, \
+        f"{len(found)} code cells have more than {LONG} lines of logic (at most " \
+        f"{MAX_LONG_CELLS}):\n{listing}"
+
+
+def test_no_helper_is_defined_in_two_notebooks():
+    where = defaultdict(set)
+    for p in NOTEBOOKS:
+        for _, c in code_cells(p):
+            for node in ast.parse("".join(c["source"])).body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    where[node.name].add(key(p))
+    copied = {name: sorted(keys) for name, keys in where.items() if len(keys) > 1}
+    assert not copied, f"defined in more than one notebook (move them into robattr): {copied}"
