@@ -26,6 +26,12 @@ wang2020 chapter's tables use it: :data:`METHODS_000`, :func:`attribution_map_00
 (one attack on one method over the budgets, a tidy DataFrame), :func:`auc_000` (the AUC
 over eps) and :func:`more_robust_000` (cell-by-cell comparison in the metrics' robust
 directions, :data:`ROBUST_DIRECTION_000`).
+
+The cross-paper matrix (the crosspaper chapter) is built from :func:`evaluate_all` (one
+model under every evaluation), :func:`headline_per_image` (a headline's per-image values,
+for verdicts), :func:`defenses_against_reference` (each paper's defenses against standard
+training), :func:`spearman_terms` (the bootstrap terms of Spearman's ρ) and
+:func:`pareto_front` (robustness against training cost).
 """
 from __future__ import annotations
 
@@ -44,6 +50,8 @@ __all__ = [
     "METHODS_003", "METHODS_004", "attack_auc_000",
     "deviation_bounds_001", "certified_eps_002", "interpretation_003", "retrieval_004",
     "training_cost", "training_step_seconds", "higher_is_better", "EVALUATIONS",
+    "PER_IMAGE_HEADLINES", "evaluate_all", "headline_per_image", "defenses_against_reference",
+    "spearman_terms", "pareto_front",
 ]
 
 #: 000's four attributions, by the paper's names.
@@ -460,6 +468,18 @@ def _base_002(base, ig_steps):
     raise ValueError(f"base must be 'grad' or 'ig', got {base!r}")
 
 
+def _certified_eps_per_image(model, x, y, unit, *, r, T, n_samples, seed):
+    """Per input: 002's corrected certified budget (Cor. 1 with ``M = 1``) and ``‖h‖``,
+    the norm of the Monte-Carlo smoothed unit map (both float64 numpy arrays, length N)."""
+    from robattr.bounds import ball_smoothing_max_eps, ball_smoothing_stats
+
+    st = ball_smoothing_stats(model, x, y, r=r, n_samples=n_samples, base=unit, seed=seed)
+    c = st["h"].flatten(1).norm(dim=1).double().cpu().numpy()
+    eps_i = np.asarray(ball_smoothing_max_eps(np.clip(c, 1e-12, 1.0), 1.0, x[0].numel(), r, T,
+                                              corrected=True), dtype=float).reshape(-1)
+    return eps_i, c
+
+
 def certified_eps_002(model: nn.Module, x: torch.Tensor, y=None, *, r: float = 1.0,
                       T: float = 0.8, base: str = "grad", ig_steps: int = 4,
                       n_samples: int = 64, attack_eps: float | None = None, k: int = 8,
@@ -489,7 +509,7 @@ def certified_eps_002(model: nn.Module, x: torch.Tensor, y=None, *, r: float = 1
     """
     from robattr.attacks import l2_attribution_attack
     from robattr.attributions import ball_smoothed
-    from robattr.bounds import ball_smoothing_max_eps, ball_smoothing_stats
+    from robattr.bounds import ball_smoothing_stats
 
     model = _check_model(model)
     x, y = _check_batch(x, y)
@@ -506,12 +526,9 @@ def certified_eps_002(model: nn.Module, x: torch.Tensor, y=None, *, r: float = 1
         _positive("step_size", step_size)
     _count("seed", seed, 0)
     y = _target(model, x, y)
-    d = x[0].numel()
     unit = _unit(g)
-    st = ball_smoothing_stats(model, x, y, r=r, n_samples=n_samples, base=unit, seed=seed)
-    c = st["h"].flatten(1).norm(dim=1).double().cpu().numpy()
-    eps_i = np.asarray(ball_smoothing_max_eps(np.clip(c, 1e-12, 1.0), 1.0, d, r, T,
-                                              corrected=True), dtype=float).reshape(-1)
+    eps_i, c = _certified_eps_per_image(model, x, y, unit, r=r, T=T, n_samples=n_samples,
+                                        seed=seed)
     a_eps = float(eps_i.min()) if attack_eps is None else attack_eps
     out = {"eps_cert_mean": float(eps_i.mean()), "eps_cert_min": float(eps_i.min()),
            "h_unit_norm": float(c.mean()), "attack_eps": a_eps}
@@ -739,3 +756,173 @@ EVALUATIONS = {
     "joo2023": interpretation_003,
     "lim2021": retrieval_004,
 }
+
+
+# --------------------------------------------------------------------------- the matrix
+#: The headline of each paper whose per-image values :func:`headline_per_image` returns
+#: (the batch mean of those values is the evaluation's cell).
+PER_IMAGE_HEADLINES = {"wang2020": "kin_auc_SM", "wangkong2025": "eps_cert_mean",
+                       "joo2023": "rps_Grad"}
+
+
+def _paper_kwargs(paper, kwargs) -> dict:
+    """The keyword arguments of ``EVALUATIONS[paper]``: its defaults updated by ``kwargs``
+    (a name the evaluation does not take is a ValueError)."""
+    import inspect
+
+    fn = EVALUATIONS[paper]
+    params = {n: p.default for n, p in inspect.signature(fn).parameters.items()
+              if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        raise ValueError(f"{fn.__name__} takes no argument {unknown}; it takes {sorted(params)}")
+    return {**params, **kwargs}
+
+
+def evaluate_all(model: nn.Module, x: torch.Tensor, y=None, kwargs: dict | None = None
+                 ) -> tuple[dict, dict]:
+    """Every paper's evaluation of :data:`EVALUATIONS` on one model and batch, in that
+    order: ``kwargs`` maps a paper key to the keyword arguments of its evaluation (a
+    paper left out runs with the defaults). Returns ``(cells, seconds)``: ``cells`` maps
+    ``(paper, key)`` to each returned scalar, ``seconds`` maps each paper to the wall-clock
+    seconds of its call. One row of the cross-paper matrix."""
+    import time
+
+    kwargs = {} if kwargs is None else dict(kwargs)
+    unknown = sorted(set(kwargs) - set(EVALUATIONS))
+    if unknown:
+        raise ValueError(f"kwargs has keys that are not papers: {unknown} (papers: "
+                         f"{list(EVALUATIONS)})")
+    cells, seconds = {}, {}
+    for paper, fn in EVALUATIONS.items():
+        t0 = time.perf_counter()
+        out = fn(model, x, y, **kwargs.get(paper, {}))
+        cells.update({(paper, key): v for key, v in out.items()})
+        seconds[paper] = time.perf_counter() - t0
+    return cells, seconds
+
+
+def headline_per_image(paper: str, model: nn.Module, x: torch.Tensor, y=None,
+                       **kwargs) -> np.ndarray:
+    """The per-image values whose mean is the headline cell :data:`PER_IMAGE_HEADLINES`
+    ``[paper]`` of ``EVALUATIONS[paper](model, x, y, **kwargs)``, computed by the same
+    calls with the same seeds: 000's mass-form k-in AUC of SM under the top-k attack,
+    002's corrected certified ℓ2 budget, 003's RPS of the gradient. ``kwargs`` are the
+    evaluation's own keyword arguments (those the headline does not use are accepted and
+    ignored, so one dict serves both calls). Returns N floats (float64), one per image."""
+    if paper not in PER_IMAGE_HEADLINES:
+        raise ValueError(f"paper must be one of {list(PER_IMAGE_HEADLINES)}, got {paper!r}")
+    kw = _paper_kwargs(paper, kwargs)
+    model = _check_model(model)
+    x, y = _check_batch(x, y)
+    seed = _count("seed", kw["seed"], 0)
+    y = _target(model, x, y)
+    if paper == "joo2023":
+        from robattr.metrics import rps
+
+        v = rps(model, _methods_003()["Grad"], x, y, eps=_positive("rps_eps", kw["rps_eps"]),
+                n_samples=_count("rps_samples", kw["rps_samples"]), generator=_gen(x, seed))
+    elif paper == "wangkong2025":
+        T = kw["T"]
+        if isinstance(T, bool) or not isinstance(T, numbers.Real) or not 0 < T < 1:
+            raise ValueError(f"T must be a number in (0, 1), got {T!r}")
+        unit = _unit(_base_002(kw["base"], _count("ig_steps", kw["ig_steps"])))
+        v, _ = _certified_eps_per_image(model, x, y, unit, r=_positive("r", kw["r"]), T=T,
+                                        n_samples=_count("n_samples", kw["n_samples"], 2),
+                                        seed=seed)
+    else:
+        table = _methods_000(_count("ig_steps", kw["ig_steps"]),
+                             _count("n_samples", kw["n_samples"]), kw["sg_noise"],
+                             kw["ug_radius"], kw["multiply_by_input"])
+        curves = attack_eval_000(model, x, attack="topk", method="SM",
+                                 eps_list=_eps_list(kw["eps_list"]), k=_k(kw["k"], x),
+                                 steps=_count("steps", kw["steps"]), step_size=kw["step_size"],
+                                 surrogate_beta=kw["surrogate_beta"], methods=table, seed=seed,
+                                 target=y, per_image=True)
+        v = auc_000(curves[curves.metric == "k-in"], by="image").sort_values("image").value
+    v = v.detach().cpu() if torch.is_tensor(v) else v
+    return np.asarray(v, dtype=np.float64).reshape(-1)
+
+
+def defenses_against_reference(matrix, defenses: dict, headlines: Sequence,
+                               reference: str = "CE"):
+    """Each paper's own claim, read off the matrix: do the defenses it evaluates beat the
+    ``reference`` row (standard training) on its headline, and on how many of the other
+    papers' headlines?
+
+    ``matrix`` is a DataFrame with one row per training method and ``(paper, key)``
+    columns; ``defenses`` maps a paper to ``(its defense rows, its headline column)``;
+    ``headlines`` lists the headline columns of all papers (those of the same paper are
+    skipped when counting the others). Directions come from :func:`higher_is_better`.
+    A paper is left out when ``reference`` or all its defenses are missing from the
+    matrix. Returns a DataFrame with one row per (paper, defense): ``paper``,
+    ``defense``, ``headline`` (its key), ``<reference>`` and ``defense_value`` (the two
+    headline cells), ``beats_<reference>`` (strictly better) and
+    ``beats_<reference>_on_other_headlines`` (``"i of n"``)."""
+    import pandas as pd
+
+    if not isinstance(matrix, pd.DataFrame) or matrix.columns.nlevels != 2:
+        raise ValueError("matrix must be a DataFrame with (paper, key) columns")
+    if not isinstance(defenses, dict):
+        raise ValueError(f"defenses must map a paper to (rows, headline column), got "
+                         f"{type(defenses).__name__}")
+    headlines = [tuple(c) for c in headlines]
+    for col in headlines + [tuple(v[1]) for v in defenses.values()]:
+        if col not in matrix.columns:
+            raise ValueError(f"column {col!r} is not in the matrix")
+    beats = f"beats_{reference}"
+    rows = []
+    for paper, (defs, col) in defenses.items():
+        defs = [d for d in defs if d in matrix.index]
+        if reference not in matrix.index or not defs:
+            continue
+        s = 1.0 if higher_is_better(col[1]) else -1.0
+        ref_v = float(matrix.loc[reference, col])
+        others = [c for c in headlines if c[0] != paper]
+        for d in defs:
+            own = float(matrix.loc[d, col])
+            wins = sum(float(np.sign((matrix.loc[d, c] - matrix.loc[reference, c]) *
+                                     (1 if higher_is_better(c[1]) else -1))) > 0 for c in others)
+            rows.append({"paper": paper, "defense": d, "headline": col[1], reference: ref_v,
+                         "defense_value": own, beats: bool(s * (own - ref_v) > 0),
+                         f"{beats}_on_other_headlines": f"{int(wins)} of {len(others)}"})
+    return pd.DataFrame(rows)
+
+
+def spearman_terms(a, b) -> np.ndarray:
+    """The per-row terms whose mean is Spearman's ρ between ``a`` and ``b``: the products
+    of their standardised ranks (average ranks for ties, population standard deviation).
+    Resampling these terms gives a bootstrap interval for ρ over the rows."""
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 1 or a.shape != b.shape or a.size < 2:
+        raise ValueError(f"a and b must be 1-D of the same length >= 2, got shapes "
+                         f"{a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("a and b must be finite")
+    terms = []
+    for name, v in (("a", a), ("b", b)):
+        r = stats.rankdata(v)
+        if r.std() == 0:
+            raise ValueError(f"{name} is constant: it has no ranking")
+        terms.append((r - r.mean()) / r.std())
+    return terms[0] * terms[1]
+
+
+def pareto_front(score, cost) -> list:
+    """The rows that no other row beats on both ``score`` and ``cost`` (lower is better for
+    both; a row beats another when it is no worse on both and better on one). ``score`` and
+    ``cost`` are pandas Series over the same rows, without NaN. Returns the front's row
+    labels in the order of ``score``'s index."""
+    import pandas as pd
+
+    if not isinstance(score, pd.Series) or not isinstance(cost, pd.Series):
+        raise ValueError("score and cost must be pandas Series")
+    if set(score.index) != set(cost.index) or score.index.has_duplicates:
+        raise ValueError("score and cost must share one set of distinct row labels")
+    if score.isna().any() or cost.isna().any():
+        raise ValueError("score and cost must not hold NaN")
+    return [r for r in score.index
+            if not any(score[o] <= score[r] and cost[o] <= cost[r]
+                       and (score[o] < score[r] or cost[o] < cost[r]) for o in score.index)]
