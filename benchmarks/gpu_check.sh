@@ -6,13 +6,15 @@
 #
 # 1. `pytest -m cuda` (every method, attack, loss, bound and the zoo on CUDA vs the CPU;
 #    measured differences in cuda_report.csv) and, at the same time, every quick-profile
-#    notebook with `device: auto` (`robattr build --profile quick --no-html --force`);
+#    notebook with `device: auto` (`robattr build --profile benchmarks/gpu_quick.yml
+#    --no-html --force`: the quick profile, device auto);
 # 2. then, alone on the GPU, the benchmarks: attributions (robattr vs Captum, chunk
 #    rows, the fp32/TF32 precision check), RelEx (precision and memory format, masks'
 #    agreement with fp32) and training cost (per loss, relative to CE and to AT).
 # Each step writes its log to OUT_DIR; a failing step does not stop the others; the
 # exit status is the number of failed steps. Budgets (seconds) bound every step so that
-# the whole script ends in about 8 minutes on an H100.
+# the whole script ends within about 25 minutes (a 15-minute device lease is too short for
+# it: run the steps you need).
 set -u
 OUT_DIR=${1:-${OUT:-gpu-check}}
 mkdir -p "$OUT_DIR"
@@ -37,11 +39,11 @@ print("torch", torch.__version__, "cuda", torch.version.cuda,
 EOF
 
 # 1. correctness: the cuda tests and the 25 notebooks, side by side
-step notebooks 270 $PY -m robattr.book.cli build --profile benchmarks/gpu_quick.yml --no-html --force \
+step notebooks 900 $PY -m robattr.book.cli build --profile benchmarks/gpu_quick.yml --no-html --force \
     --no-progress --jobs 4 &
 nb=$!
 ROBATTR_CUDA_REPORT="$OUT_DIR/cuda_report.csv" \
-    step pytest_cuda 200 $PY -m pytest -q -m cuda -p no:cacheprovider tests/test_cuda.py
+    step pytest_cuda 300 $PY -m pytest -q -m cuda -p no:cacheprovider tests/test_cuda.py
 wait $nb || failed=$((failed + 1))
 $PY - "$OUT_DIR" <<'EOF'
 import json, sys
@@ -59,8 +61,8 @@ EOF
 tail -n 30 "$OUT_DIR/notebooks.log" > "$OUT_DIR/notebooks_tail.log"
 
 # 2. benchmarks, one at a time
-step bench_attributions 90 $PY benchmarks/attributions.py --devices cuda --tv224 --threads 0
-step bench_relex 120 $PY benchmarks/relex.py --device cuda --resnet
-step bench_training 100 $PY benchmarks/training.py --device cuda --archs lenet resnet20 resnet18_cifar
+step bench_attributions 240 $PY benchmarks/attributions.py --devices cuda --tv224 --threads 0
+step bench_relex 300 $PY benchmarks/relex.py --device cuda --resnet
+step bench_training 240 $PY benchmarks/training.py --device cuda --archs lenet resnet20 resnet18_cifar
 cat "$OUT_DIR/summary.txt"
 exit $failed
