@@ -13,8 +13,7 @@
 #    agreement with fp32) and training cost (per loss, relative to CE and to AT).
 # Each step writes its log to OUT_DIR; a failing step does not stop the others; the
 # exit status is the number of failed steps. Budgets (seconds) bound every step so that
-# the whole script ends within about 25 minutes (a 15-minute device lease is too short for
-# it: run the steps you need).
+# the whole script ends within about 25 minutes; each step can also be run on its own.
 set -u
 OUT_DIR=${1:-${OUT:-gpu-check}}
 mkdir -p "$OUT_DIR"
