@@ -61,6 +61,12 @@ class Verdict:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {list(VERDICTS)}, got {self.verdict!r}")
 
+    @property
+    def holds(self) -> bool:
+        """Whether the rule found the claim to hold (a notebook branches on this rather
+        than on a verdict word)."""
+        return self.verdict == "holds"
+
 
 def _fmt(x: float) -> str:
     return f"{x:.3g}"

@@ -656,7 +656,56 @@ BOUNDS = {
         m, x, _mask(x), draw(x, 22), t, tau=TAU, alpha_max=20.0, n_grid=4, n_bisect=4),
     "thm2_check": lambda m, x, t, g: bounds.thm2_check(
         m, x, _mask(x), x + 0.05 * draw(x, 23), t),
+    # the chapter helpers that moved into robattr.bounds (issue 19)
+    "central_difference_norm": lambda m, x, t, g: bounds.central_difference_norm(
+        _sm(m, t), x, _unit(draw(x, 30)), h=1e-2),
+    "directional_change": lambda m, x, t, g: bounds.directional_change(
+        _sm(m, t), x, _unit(draw(x, 31)), [0.01, 0.1]),
+    "linearization_ratio": lambda m, x, t, g: bounds.linearization_ratio(
+        _sm(m, t), x, _unit(draw(x, 32)), [0.01, 0.1]),
+    # the exact checks' errors are rounding noise (device-dependent by nature): compare the
+    # printed form's real errors, and the criteria themselves
+    "homogeneity_check": lambda m, x, t, g: _numeric(
+        (lambda df: df[df.form == "printed"][["err"]])(bounds.homogeneity_check(m, x))),
+    "ig_jacobian": lambda m, x, t, g: bounds.ig_jacobian(m, x[:2], t[:2], steps=4),
+    "ig_jacobian_check": lambda m, x, t, g: bounds.ig_jacobian_check(m, x[:2], t[:2], steps=4),
+    "mc_moments": lambda m, x, t, g: bounds.mc_moments(_mc_fn(m, x), _mc_draw(x, 33), 64,
+                                                       chunk=16),
+    "mc_repeats": lambda m, x, t, g: bounds.mc_repeats(
+        _mc_fn(m, x), _mc_draw(x, 34), 8, 3, np.zeros(_mc_fn(m, x)(_mc_draw(x, 0)(1)).shape[1])),
+    "pool_gaps": lambda m, x, t, g: bounds.pool_gaps(m, x),
+    "pool_inputs": lambda m, x, t, g: [inp for _, inp in bounds.pool_inputs(m, x)],
+    "pool_switches": lambda m, x, t, g: bounds.pool_switches(m, x),
+    "switch_moved": lambda m, x, t, g: bounds.switch_moved(m, x, 0.05 * draw(x, 35)),
+    "random_deviation": lambda m, x, t, g: bounds.random_deviation(m, x, t, "grad", "l2", 0.1,
+                                                                   seed=36),
+    "scaling_check": lambda m, x, t, g: _numeric(bounds.scaling_check(
+        m, x, 0.05 * draw(x, 37), t, [0.5, 2.0])[["l2_mean", "cosd_mean"]]),
+    "theorem6_cases": lambda m, x, t, g: _numeric(bounds.theorem6_cases(
+        m, x[:2], t[:2], [0.01, 0.1], g(), power_iters=5, frobenius=False)),
 }
+def _mc_fn(model, x):
+    """Monte-Carlo integrand for mc_moments / mc_repeats: the model's logits at rows of
+    flattened inputs (numpy in, numpy out), computed on ``x``'s device."""
+    def f(z):
+        zt = torch.as_tensor(z, dtype=x.dtype, device=x.device).reshape((-1,) + x.shape[1:])
+        with torch.no_grad():
+            return model(zt).double().cpu().numpy()
+    return f
+
+
+def _mc_draw(x, seed: int):
+    """Gaussian points around ``x[0]`` (numpy rows), the same sequence on every device."""
+    rng = np.random.default_rng(seed)
+    base = x[0].flatten().double().cpu().numpy()
+    return lambda m: base + 0.1 * rng.standard_normal((m, base.size))
+
+
+def _numeric(frame):
+    """The numeric columns of a pandas DataFrame, as one float64 array."""
+    return frame.select_dtypes("number").to_numpy(dtype=float)
+
+
 #: bounds documented to return CPU tensors whatever the device
 CPU_RESULTS = {"evaluate_bounds"}
 BOUND_NETS = ("mlp", "cnn")

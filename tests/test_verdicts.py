@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from robattr import papers, results, verdicts
-from robattr.verdicts import Verdict
+from robattr.verdicts import VERDICTS, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,6 +122,11 @@ def test_verdicts_page_lists_every_recorded_claim(tmp_path, monkeypatch):
 
 
 VERDICT_WORDS = {"holds", "holds partly", "does not hold", "inconclusive", "not comparable"}
+
+
+def test_verdict_holds_property():
+    assert Verdict("holds", "r").holds
+    assert not any(Verdict(v, "r").holds for v in VERDICTS if v != "holds")
 
 
 def test_no_notebook_writes_a_verdict_by_hand():

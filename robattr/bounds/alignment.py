@@ -361,21 +361,23 @@ def theorem6_cases(model: nn.Module, x: torch.Tensor, target, eps_list, generato
         raise ValueError("eps_list must hold at least one epsilon")
     if frobenius is None:
         frobenius = x[0].numel() <= frobenius_max_d
-    direction = 2 * torch.rand(x.shape, generator=generator, dtype=x.dtype) - 1
-    direction = direction / direction.flatten(1).norm(dim=1).reshape(-1, *([1] * (x.ndim - 1)))
+    direction = 2 * torch.rand(x.shape, generator=generator, dtype=x.dtype,
+                               device=generator.device) - 1
+    direction = (direction / direction.flatten(1).norm(dim=1).reshape(-1, *([1] * (x.ndim - 1)))
+                 ).to(x.device)
     spec = hessian_spectral_norm(model, x, target, iters=power_iters, generator=generator) if spectral else None
     frob = hessian_frobenius_norm(model, x, target) if frobenius else None
     frames = []
     for eps in eps_list:
         out = cosine_bound_terms(model, x, eps * direction, target)
-        df = pd.DataFrame({k: v.numpy() for k, v in out.items()})
+        df = pd.DataFrame({k: v.detach().cpu().numpy() for k, v in out.items()})
         df["eps_l2"] = eps
         df["example"] = np.arange(len(df))
-        df["pool_flip"] = switch_moved(model, x, eps * direction).numpy()
+        df["pool_flip"] = switch_moved(model, x, eps * direction).cpu().numpy()
         if spec is not None:
-            df["spectral"] = eps * spec.numpy() / df.grad_norm_pert
+            df["spectral"] = eps * spec.detach().cpu().numpy() / df.grad_norm_pert
         if frob is not None:
-            df["frobenius"] = eps * frob.numpy() / df.grad_norm_pert
+            df["frobenius"] = eps * frob.detach().cpu().numpy() / df.grad_norm_pert
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
 
