@@ -16,7 +16,7 @@ from robattr.attacks import topk_attack
 from robattr.attributions import grad
 from robattr.bounds import ball_smoothing_max_eps, ball_smoothing_stats
 from robattr.metrics import auc_over_eps, rps
-from robattr.models import build
+from tests.test_crosspaper_evaluate import _batch, _cnn
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -28,16 +28,6 @@ KW = {
     "joo2023": dict(rps_samples=2, attack_steps=2, ratios=4, seed=0),
     "lim2021": dict(pgd_steps=2, relex_epochs=2, n_noisy=2, ratios=4, seed=0),
 }
-
-
-def _cnn(seed=0):
-    torch.manual_seed(seed)
-    return build("cnn", "digits", "softplus", 3.0).eval()
-
-
-def _batch(n=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.rand(n, 1, 8, 8, generator=g), torch.tensor([0, 1, 2, 3, 4, 5][:n])
 
 
 # --------------------------------------------------------------------------- evaluate_all
