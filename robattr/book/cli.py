@@ -42,10 +42,9 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="execute one notebook with parameters, then rebuild the HTML")
     run.add_argument("notebook", help="key (example/digits_saliency) or path of a notebook")
-    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                     metavar=("NAME", "VALUE"),
-                     help="set a parameter (VALUE is read as YAML and checked against the rule "
-                          "the notebook declares for NAME before anything runs)")
+    _pairs(run, "-p", "--parameter", "VALUE",
+           "set a parameter (VALUE is read as YAML and checked against the rule the notebook "
+           "declares for NAME before anything runs)")
     run.add_argument("--profile", default="quick", help="base parameters (default quick)")
     run.add_argument("-o", "--output", help="write the executed notebook here instead of the book")
     run.add_argument("--no-html", action="store_true", help="do not rebuild the HTML book")
@@ -54,8 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="execute changed notebooks and build the HTML book")
     b.add_argument("--profile", default="quick", help="quick (default), paper, smoke or a .yml path")
     b.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
-    b.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                   metavar=("NAME", "VALUE"), help="override a parameter in every selected notebook")
+    _pairs(b, "-p", "--parameter", "VALUE", "override a parameter in every selected notebook")
     b.add_argument("--force", action="store_true", help="re-execute even unchanged notebooks")
     b.add_argument("--no-html", action="store_true", help="execute only, do not run jupyter-book")
     b.add_argument("--html-only", action="store_true", help="run jupyter-book only")
@@ -64,17 +62,21 @@ def _parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="run one notebook over a grid of parameter values")
     sw.add_argument("notebook", help="key (example/digits_saliency) or path of a notebook")
-    sw.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                    metavar=("NAME", "VALUES"),
-                    help="sweep a parameter over comma-separated values (each read as YAML; "
-                         "a list value keeps its brackets: '[1,2],[4]')")
-    sw.add_argument("-s", "--set", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                    help="fix a parameter for every run")
+    _pairs(sw, "-p", "--parameter", "VALUES",
+           "sweep a parameter over comma-separated values (each read as YAML; a list value "
+           "keeps its brackets: '[1,2],[4]')")
+    _pairs(sw, "-s", "--set", "VALUE", "fix a parameter for every run")
     sw.add_argument("--profile", default="quick", help="base parameters (default quick)")
     sw.add_argument("-o", "--output", help="folder for the runs (default sweeps/<notebook key>)")
     sw.add_argument("--no-figure", action="store_true", help="do not draw summary.png")
     _executor_args(sw)
     return p
+
+
+def _pairs(p: argparse.ArgumentParser, short: str, long: str, value: str, help: str) -> None:
+    """A repeatable ``NAME VALUE`` option (``-p eps 0.1 -p k 4``), collected as a list."""
+    p.add_argument(short, long, nargs=2, action="append", default=[], metavar=("NAME", value),
+                   help=help)
 
 
 def _executor_args(p: argparse.ArgumentParser) -> None:
