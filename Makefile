@@ -14,7 +14,7 @@ MATHJAX := book/mathjax/tex-mml-chtml.js
 .PHONY: book test venv ray mathjax clean distclean help
 
 help:
-	@echo "make book     build the HTML book (PROFILE=quick|paper|smoke, default quick)"
+	@echo "make book     build the HTML book (PROFILE=quick|medium|paper|smoke, default quick)"
 	@echo "make test     run the tests"
 	@echo "make clean    remove executed notebooks and the HTML build"
 

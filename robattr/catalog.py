@@ -9,7 +9,7 @@ check that the sizes agree with what :func:`robattr.data.info` and
 from __future__ import annotations
 
 __all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "SHAPES", "NUM_CLASSES", "TEST_SIZES",
-           "PRECISIONS"]
+           "PRECISIONS", "TRAIN_SIZE_ENV"]
 
 #: Datasets :func:`robattr.data.load` knows by name (any other value is an ImageFolder path).
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "flowers102")
@@ -33,3 +33,7 @@ TEST_SIZES = {"digits": 360, "mnist": 10000, "fashion_mnist": 10000, "cifar10": 
 
 #: process-wide precision modes on CUDA (robattr.precision; a profile's ``precision:``)
 PRECISIONS = ("fp32", "tf32")
+
+#: Environment variable with the zoo's default training-set size (robattr.zoo; a profile's
+#: ``train_size:`` sets it for its notebooks)
+TRAIN_SIZE_ENV = "ROBATTR_TRAIN_SIZE"

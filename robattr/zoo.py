@@ -5,7 +5,10 @@
 
 The key is the sha256 of the canonical JSON (sorted keys) of the full configuration:
 dataset, arch, method, every loss hyper-parameter (defaults filled in), every training
-hyper-parameter (defaults filled in), activation, beta, seed and :data:`ZOO_FORMAT`.
+hyper-parameter (defaults filled in), activation, beta, seed and :data:`ZOO_FORMAT`;
+``train_size`` (train on the first *n* images of the train split) joins the key only when
+it is set, by argument or by ``$ROBATTR_TRAIN_SIZE`` (a profile's ``train_size:`` sets
+that variable for its notebooks), so the keys of full-data models never change.
 Files live in ``$ROBATTR_CACHE/zoo`` (see :func:`robattr.utils.cache_dir`):
 ``<key>.safetensors`` (weights) and ``<key>.json`` (config, accuracy, timings, versions,
 the weights' sha256). Both are written atomically (temporary file in the same folder,
@@ -31,13 +34,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from robattr import precision
+from robattr import catalog, precision
 from robattr.utils import cache_dir, check_int, check_number, get_device, seed_everything
 
 __all__ = [
     "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
     "config", "config_hash", "zoo_dir", "paths", "stats", "reset_stats", "training_log",
+    "TRAIN_SIZE_ENV", "effective_train_size",
 ]
+
+#: Environment variable with the default ``train_size`` (set from a profile's ``train_size:``).
+TRAIN_SIZE_ENV = catalog.TRAIN_SIZE_ENV
 
 #: Bump when the stored format or the meaning of a configuration changes: every key changes.
 ZOO_FORMAT = 1
@@ -62,6 +69,20 @@ class _Corrupt(Exception):
 
 
 # --------------------------------------------------------------------------- configuration
+def effective_train_size(value: int | None = None) -> int | None:
+    """The training-set size in force: ``value`` when given, else ``$ROBATTR_TRAIN_SIZE``
+    (an integer >= 1; empty means unset), else ``None`` (the whole train split)."""
+    if value is None:
+        env = os.environ.get(TRAIN_SIZE_ENV, "").strip()
+        if not env:
+            return None
+        try:
+            value = int(env)
+        except ValueError:
+            raise ValueError(f"${TRAIN_SIZE_ENV} must be an integer >= 1, got {env!r}") from None
+    return check_int("train_size", value, 1)
+
+
 def _dataset_id(dataset: Any) -> str:
     if not isinstance(dataset, (str, os.PathLike)):
         raise TypeError(f"dataset must be a dataset name or an ImageFolder path, got {dataset!r}")
@@ -87,8 +108,12 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
            weight_decay: float = DEFAULTS["weight_decay"],
            milestones: list[int] | None = DEFAULTS["milestones"], seed: int = 0,
            activation: str = "relu", beta: float | None = None,
-           **loss_hparams: Any) -> dict[str, Any]:
-    """The full, validated, canonical configuration of a zoo model (what its key hashes)."""
+           train_size: int | None = None, **loss_hparams: Any) -> dict[str, Any]:
+    """The full, validated, canonical configuration of a zoo model (what its key hashes).
+
+    ``train_size`` (default: :func:`effective_train_size`, i.e. ``$ROBATTR_TRAIN_SIZE``)
+    trains on the first ``train_size`` images of the train split; it is in the
+    configuration only when set."""
     from robattr.models import ARCHS, _check_activation
     from robattr.train import OPTIMIZERS, make_loss
 
@@ -116,6 +141,9 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
         "activation": activation,
         "beta": _check_activation(activation, beta),
     }
+    n_train = effective_train_size(train_size)
+    if n_train is not None:
+        cfg["train_size"] = n_train
     return json.loads(_canonical_json(cfg))  # tuples -> lists, exactly what the JSON stores
 
 
@@ -249,18 +277,21 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
               weight_decay: float = DEFAULTS["weight_decay"],
               milestones: list[int] | None = DEFAULTS["milestones"], seed: int = 0,
               activation: str = "relu", beta: float | None = None,
+              train_size: int | None = None,
               device: str | torch.device = "auto", retrain: bool = False,
               progress: bool = True, **loss_hparams: Any) -> nn.Module:
     """A trained model in eval mode on ``device``: from the cache, else trained and cached.
 
     ``method`` is a loss name from :data:`robattr.train.LOSSES`; ``loss_hparams`` go to
     that loss. ``activation="softplus"`` needs ``beta`` (the model is trained with it).
-    ``retrain=True`` discards a cached copy. Every call returns a fresh module; its
+    ``train_size`` (default ``$ROBATTR_TRAIN_SIZE``, else the whole split) trains on the
+    first images of the train split only. ``retrain=True`` discards a cached copy. Every call returns a fresh module; its
     metadata (config, test accuracy, timings, versions) is ``model.zoo_meta``.
     """
     cfg = config(dataset, arch, method, epochs=epochs, lr=lr, batch_size=batch_size,
                  optimizer=optimizer, weight_decay=weight_decay, milestones=milestones,
-                 seed=seed, activation=activation, beta=beta, **loss_hparams)
+                 seed=seed, activation=activation, beta=beta, train_size=train_size,
+                 **loss_hparams)
     key = _key(cfg)
     dev = get_device(device)
     if retrain:
@@ -287,7 +318,13 @@ def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
     seed_everything(cfg["seed"])
     model = build(cfg["arch"], dataset, cfg["activation"], cfg["beta"])
     t0 = time.perf_counter()
-    hist = fit(model, data.load(dataset, split="train"), loss=_loss(cfg),
+    train_set = data.load(dataset, split="train")
+    if cfg.get("train_size") is not None:
+        if cfg["train_size"] > len(train_set):
+            raise ValueError(f"train_size={cfg['train_size']} is larger than the train split "
+                             f"of {dataset!r} ({len(train_set)} images)")
+        train_set = torch.utils.data.Subset(train_set, range(cfg["train_size"]))
+    hist = fit(model, train_set, loss=_loss(cfg),
                epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"],
                optimizer=cfg["optimizer"], weight_decay=cfg["weight_decay"],
                milestones=cfg["milestones"], seed=cfg["seed"], device=dev, progress=progress)
@@ -434,8 +471,8 @@ def list_models():
     import pandas as pd
 
     cols = ["key", "dataset", "arch", "method", "activation", "beta", "seed", "epochs", "lr",
-            "batch_size", "optimizer", "loss", "test_acc", "train_seconds", "device",
-            "created", "weights_bytes"]
+            "batch_size", "optimizer", "train_size", "loss", "test_acc", "train_seconds",
+            "device", "created", "weights_bytes"]
     rows = []
     for jpath in sorted(zoo_dir().glob("*.json")):
         if jpath.name.startswith("."):

@@ -21,8 +21,10 @@ from robattr.book.executors import JobResult, make_job, run_job, run_jobs, write
 from robattr.book.html import build_html
 from robattr.book.notebooks import Notebook, discover, project_root
 from robattr.book.params import ParameterError
-from robattr.book.profiles import (check_profile_keys, effective_precision, load_profile,
-                                   precision_env, profile_label, resolve)
+from robattr.book.profiles import (check_profile_keys, effective_precision,
+                                   effective_train_size, load_profile, profile_env,
+                                   profile_label, resolve)
+from robattr.book import reference
 from robattr.book.stamps import read_stamps, stamp, stamps_lock, write_stamps
 from robattr.verdicts import PROFILE_ENV
 
@@ -48,17 +50,26 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
           only: str | None = None, overrides: dict[str, Any] | None = None,
           force: bool = False, html: bool = True, progress: bool = True,
           executor: str = "local", jobs: int = 1, address: str | None = None,
-          log=print) -> BuildReport:
+          keep_reference: str | None = None, log=print) -> BuildReport:
     """Execute the notebooks of a profile into ``book/`` and build the HTML book.
 
     ``only`` is a glob matched against notebook keys (``wang2020/*``) or paths.
     ``overrides`` applies to every selected notebook (an unknown name is an error).
     A notebook whose stamp is unchanged is skipped unless ``force``. ``executor``,
     ``jobs`` and ``address`` choose where executions run (:mod:`robattr.book.executors`).
+    ``keep_reference`` (a name, usually the profile's) keeps the results of every notebook
+    that ran or was up to date as a reference run (:mod:`robattr.book.reference`); every
+    page shows the kept references of other names beside its own numbers.
     """
     root = project_root(root)
     book_dir = root / "book"
     prof = load_profile(profile)
+    if keep_reference is not None:
+        if overrides:
+            raise ParameterError("a reference is a profile's own run: --keep-reference "
+                                 "cannot be combined with -p overrides")
+        if not keep_reference or "/" in keep_reference or keep_reference.startswith("."):
+            raise ParameterError(f"--keep-reference: bad name {keep_reference!r}")
     notebooks = discover(root)
     check_profile_keys(prof, notebooks, profile)
     selected = [nb for nb in notebooks
@@ -78,7 +89,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
         for nb, params in plan:
             if not force and nb.output(book_dir).exists() \
                     and stamps.get(nb.key, {}).get("stamp") \
-                    == stamp(nb, params, effective_precision(prof)):
+                    == stamp(nb, params, effective_precision(prof), effective_train_size(prof)):
                 report.skipped.append(nb.key)
                 continue
             todo[nb.key] = (nb, params)
@@ -87,17 +98,31 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     if todo:
         where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
         log(f"executing {len(todo)} notebook(s) ({profile} profile, {where})")
-    job_list = [make_job(nb, params, prof) for nb, params in todo.values()]
+    hidden = {profile, prof["name"], keep_reference}
+    job_list = [make_job(nb, params, prof, references={
+        k: v for k, v in reference.for_notebook(root, nb).items() if k not in hidden})
+        for nb, params in todo.values()]
     for i, res in enumerate(run_jobs(job_list, executor=executor, jobs_at_once=jobs,
                                      address=address, progress=progress), 1):
         nb, params = todo[res.key]
         failure = _into_book(nb, params, res, book_dir, profile)
         if failure is None:
             report.executed.append(nb.key)
+            if keep_reference:
+                _keep(root, keep_reference, nb, params, prof, res.seconds)
             log(f"[{i}/{len(todo)}] {nb.key}: done in {res.seconds:.1f} s")
         else:
             report.failed.append(failure)
             log(f"[{i}/{len(todo)}] FAILED: {failure}")
+    if keep_reference:
+        stamps = read_stamps(book_dir)
+        for nb, params in plan:
+            if nb.key in report.skipped:
+                _keep(root, keep_reference, nb, params, prof,
+                      stamps.get(nb.key, {}).get("seconds"))
+        log(f"kept reference {keep_reference!r}: "
+            f"{len(report.executed) + len(report.skipped)} notebook(s) in "
+            f"{root / reference.FOLDER / keep_reference}")
     if not report.executed and not report.failed:
         log(f"nothing changed: no notebook executed ({len(report.skipped)} up to date)")
     else:
@@ -115,15 +140,27 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
     if output is not None:
         prof = load_profile(profile)
         os.environ[PROFILE_ENV] = profile_label(nb, params, prof)
-        os.environ.update(precision_env(prof))
+        os.environ.update(profile_env(prof))
         return execute(nb, params, Path(output), progress=progress)
     book_dir = root / "book"
     with stamps_lock(book_dir):
         stamps = read_stamps(book_dir)
         _clear_page(nb, book_dir, stamps)
         write_stamps(book_dir, stamps)
-    res = run_job(make_job(nb, params, load_profile(profile)), progress=progress)
+    prof = load_profile(profile)
+    refs = {k: v for k, v in reference.for_notebook(root, nb).items()
+            if k not in {profile, prof["name"]}}
+    res = run_job(make_job(nb, params, prof, references=refs), progress=progress)
     return _into_book(nb, params, res, book_dir, profile)
+
+
+def _keep(root: Path, name: str, nb: Notebook, params: dict[str, Any], prof: dict,
+          seconds: float | None) -> None:
+    """Keep ``nb``'s results in the book as reference ``name``."""
+    csv = results_path(nb.output(root / "book"))
+    reference.keep(root, name, nb, csv if csv.exists() else None, profile=prof["name"],
+                   params=params, seconds=seconds, precision=effective_precision(prof),
+                   train_size=effective_train_size(prof))
 
 
 def _drop_orphans(book_dir: Path, keys: set[str], log) -> None:
@@ -158,10 +195,13 @@ def _into_book(nb: Notebook, params: dict[str, Any], res: JobResult, book_dir: P
         write_result(res, out)
         stamps = read_stamps(book_dir)
         if res.ok:
-            precision = effective_precision(load_profile(profile))
-            stamps[nb.key] = {"stamp": stamp(nb, params, precision), "params": params,
+            prof = load_profile(profile)
+            precision, n_train = effective_precision(prof), effective_train_size(prof)
+            stamps[nb.key] = {"stamp": stamp(nb, params, precision, n_train), "params": params,
                               "profile": profile, "precision": precision,
                               "seconds": round(res.seconds, 1)}
+            if n_train is not None:
+                stamps[nb.key]["train_size"] = n_train
         else:
             stamps.pop(nb.key, None)
         write_stamps(book_dir, stamps)

@@ -51,13 +51,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     b = sub.add_parser("build", help="execute changed notebooks and build the HTML book")
-    b.add_argument("--profile", default="quick", help="quick (default), paper, smoke or a .yml path")
+    b.add_argument("--profile", default="quick",
+                   help="quick (default), medium, paper, smoke or a .yml path")
     b.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
     _pairs(b, "-p", "--parameter", "VALUE", "override a parameter in every selected notebook")
     b.add_argument("--force", action="store_true", help="re-execute even unchanged notebooks")
     b.add_argument("--no-html", action="store_true", help="execute only, do not run jupyter-book")
     b.add_argument("--html-only", action="store_true", help="run jupyter-book only")
     b.add_argument("--no-progress", action="store_true", help="no progress bars")
+    b.add_argument("--keep-reference", nargs="?", const="", default=None, metavar="NAME",
+                   help="keep each notebook's results as reference/NAME/ (default NAME: the "
+                        "profile's name), shown beside later builds")
     _executor_args(b)
 
     sw = sub.add_parser("sweep", help="run one notebook over a grid of parameter values")
@@ -148,8 +152,16 @@ def _build(root: Path, args) -> int:
     report = builder.build(root, profile=args.profile, only=args.only,
                            overrides=_overrides(args.parameter), force=args.force,
                            html=not args.no_html, progress=not args.no_progress,
-                           executor=args.executor, jobs=args.jobs, address=args.address)
+                           executor=args.executor, jobs=args.jobs, address=args.address,
+                           keep_reference=_reference_name(args))
     return _failures(report.failed, "notebook(s)")
+
+
+def _reference_name(args) -> str | None:
+    """The name ``--keep-reference [NAME]`` asks for: NAME, else the profile's name."""
+    if args.keep_reference is None:
+        return None
+    return args.keep_reference or Path(args.profile).stem
 
 
 def _failures(failed: list, what: str) -> int:

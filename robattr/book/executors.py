@@ -30,7 +30,8 @@ from typing import Any, Iterable, Iterator
 
 from robattr.book.execution import execute, results_path
 from robattr.book.notebooks import Notebook, read_parameters
-from robattr.book.profiles import precision_env, profile_label, resources
+from robattr.book.profiles import profile_env, profile_label, resources
+from robattr.book.reference import install
 from robattr.verdicts import PROFILE_ENV
 
 __all__ = ["Job", "JobResult", "make_job", "run_job", "run_jobs", "write_result",
@@ -38,7 +39,8 @@ __all__ = ["Job", "JobResult", "make_job", "run_job", "run_jobs", "write_result"
 
 EXECUTORS = ("local", "ray")
 #: Environment variables a job carries to the process that runs it.
-SHARED_ENV = ("ROBATTR_CACHE", "ROBATTR_DATA", "ROBATTR_ZOO_LOCK_STALE", "ROBATTR_PRECISION")
+SHARED_ENV = ("ROBATTR_CACHE", "ROBATTR_DATA", "ROBATTR_ZOO_LOCK_STALE", "ROBATTR_PRECISION",
+              "ROBATTR_TRAIN_SIZE")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class Job:
     cpus: float = 1.0
     gpus: float = 0.0
     env: dict[str, str] = field(default_factory=dict)
+    #: reference runs shown beside this one (:func:`robattr.book.reference.for_notebook`)
+    references: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,20 +81,23 @@ def shared_env() -> dict[str, str]:
 
 
 def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None = None,
-             output_name: str | None = None) -> Job:
+             output_name: str | None = None, references: dict | None = None) -> Job:
     """The :class:`Job` that executes ``nb`` with ``params``: the resources the profile
-    gives it, and the environment it needs (:data:`SHARED_ENV`, the profile's label for
-    its claims, the profile's precision)."""
+    gives it, the environment it needs (:data:`SHARED_ENV`, the profile's label for its
+    claims, the profile's precision and training-set size) and the reference runs to show
+    beside its numbers (:func:`robattr.book.reference.for_notebook`)."""
     res = resources(prof, nb.key)
-    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof), **precision_env(prof)}
+    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof), **profile_env(prof)}
     return Job(name=name or nb.key, key=nb.key, source=nb.path.read_bytes(), params=params,
                output_name=output_name or nb.path.name, cpus=res["cpus"], gpus=res["gpus"],
-               env=env)
+               env=env, references=references or {})
 
 
 def run_job(job: Job, progress: bool = False) -> JobResult:
     """Execute ``job`` in a fresh temporary folder and return its executed notebook and
     results as bytes. Runs in whatever process calls it."""
+    from robattr import references
+
     os.environ.update(job.env)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="robattr-job-") as tmp:
@@ -99,7 +106,14 @@ def run_job(job: Job, progress: bool = False) -> JobResult:
         src.write_bytes(job.source)
         nb = Notebook(src, job.key, read_parameters(src))
         out = Path(tmp) / job.output_name
-        failure = execute(nb, job.params, out, progress=progress)
+        os.environ.pop(references.ENV, None)
+        if job.references:
+            install(job.references, Path(tmp) / "reference")
+            os.environ[references.ENV] = str(Path(tmp) / "reference")
+        try:
+            failure = execute(nb, job.params, out, progress=progress)
+        finally:
+            os.environ.pop(references.ENV, None)
         res = results_path(out)
         notebook = out.read_bytes() if out.exists() else None
         results_csv = res.read_bytes() if res.exists() else None

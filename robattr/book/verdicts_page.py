@@ -49,6 +49,69 @@ def collect(book_dir: Path):
     return out[cols].fillna("")
 
 
+def _reference_verdicts(root: Path) -> dict[str, dict]:
+    """Per kept reference: ``{"claims": {(key, text): verdict}, "stale": {key: bool},
+    "prov": provenance}``."""
+    from robattr import results
+    from robattr.book import reference
+    from robattr.book.notebooks import discover
+
+    names = reference.profiles(root)
+    if not names:
+        return {}
+    notebooks = discover(root)
+    out = {}
+    for name in names:
+        status = reference.status(root, name, notebooks)
+        claims = {}
+        for key, state in status.items():
+            path = reference.results_file(root, name, key)
+            if state == "missing":
+                continue
+            df = results.read(path)
+            if "text" in df and (df["metric"] == "claim").any():
+                for _, r in df[df["metric"] == "claim"].iterrows():
+                    claims[(key, r["text"])] = r["verdict"]
+        out[name] = {"claims": claims, "status": status,
+                     "prov": reference.provenance(root, name)}
+    return out
+
+
+def _reference_cell(ref: dict, key: str, text: str) -> str:
+    from robattr.verdicts import VERDICTS
+
+    state = ref["status"].get(key, "missing")
+    if state == "missing":
+        return "no run"
+    verdict = ref["claims"].get((key, text))
+    cell = VERDICTS.get(verdict, verdict) if verdict else "not tested"
+    return f"{cell} (stale)" if state == "stale" else cell
+
+
+def _reference_section(refs: dict[str, dict]) -> list[str]:
+    lines = ["## Reference runs", "",
+             "Kept runs of other profiles (`robattr build --profile NAME --keep-reference`), "
+             "committed under `reference/NAME/` and shown beside this build's numbers. "
+             "*Stale* means the notebook changed after the run.", "",
+             "| reference | notebooks | stale | datasets | commits | devices | dates |",
+             "|---|---|---|---|---|---|---|"]
+    for name, ref in refs.items():
+        prov = ref["prov"]
+        kept = [k for k, v in ref["status"].items() if v != "missing"]
+        stale = [k for k, v in ref["status"].items() if v == "stale"]
+        datasets = sorted({str((e.get("params") or {}).get("dataset")) for e in prov.values()
+                           if (e.get("params") or {}).get("dataset")})
+        commits = sorted({str(e.get("commit", ""))[:7] for e in prov.values()})
+        devices = sorted({str(e.get("device", "")) for e in prov.values()})
+        dates = sorted(str(e.get("date", ""))[:10] for e in prov.values())
+        span = f"{dates[0]} to {dates[-1]}" if dates and dates[0] != dates[-1] else \
+            (dates[0] if dates else "")
+        lines.append(f"| {name} | {len(kept)} of {len(ref['status'])} | {len(stale)} | "
+                     f"{', '.join(datasets)} | {', '.join(commits)} | "
+                     f"{_cell('; '.join(devices))} | {span} |")
+    return lines + [""]
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -85,6 +148,7 @@ def write(root: Path, log=print) -> Path:
     book_dir = Path(root) / "book"
     claims = collect(book_dir)
     stamps = read_stamps(book_dir)
+    refs = _reference_verdicts(Path(root))
     lines = [
         "(verdicts)=",
         "# Verdicts: where each paper stands in this build",
@@ -108,14 +172,19 @@ def write(root: Path, log=print) -> Path:
                   f"![Verdicts per chapter]({FIGURE})", ""]
         for chapter, group in claims.groupby("chapter", sort=False):
             title = CITATIONS.get(chapter, _GROUPS.get(chapter, chapter))
+            ref_heads = "".join(f" {name} ref |" for name in refs)
             lines += [f"## {chapter}", "", f"*{title}*", "",
-                      "| claim | verdict | rule and numbers | scale | where |",
-                      "|---|---|---|---|---|"]
+                      f"| claim | verdict | rule and numbers | scale |{ref_heads} where |",
+                      "|---|---|---|---|" + "---|" * len(refs) + "---|"]
             for _, r in group.iterrows():
                 link = f'<a href="{r["key"]}.html#{r["anchor"]}">{r["key"]}</a>'
+                ref_cells = "".join(f" {_reference_cell(ref, r['key'], r['text'])} |"
+                                    for ref in refs.values())
                 lines.append(f"| {_cell(r['text'])} | {VERDICTS.get(r['verdict'], r['verdict'])} "
-                             f"| {_cell(r['rule'])} | {_cell(r['scale'])} | {link} |")
+                             f"| {_cell(r['rule'])} | {_cell(r['scale'])} |{ref_cells} {link} |")
             lines.append("")
+    if refs:
+        lines += _reference_section(refs)
     timed = {k: v.get("seconds") for k, v in stamps.items() if v.get("seconds") is not None}
     if timed:
         lines += ["## Run time of each notebook", "",

@@ -70,9 +70,16 @@ def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
     paper table; ``where`` fixes other dimensions of the paper table (e.g.
     ``{"dataset": "CIFAR-10"}``), whose rows are matched on ``on`` after that filter. Keys
     are compared as strings, so label ours with the paper's printed labels. Returns one row
-    per key of either side: ``on`` columns, ``ours``, ``paper``, and the paper's ``note``.
+    per key of either side: ``on`` columns, ``ours``, then one column per reference run
+    handed to the notebook (:mod:`robattr.references`, e.g. ``medium ref (mnist, 1a2b3c4)``),
+    ``paper``, and the paper's ``note``. Each of our rows is recorded (metric ``compare``,
+    labels ``table``, ``where`` and ``key``), which is what a later build's reference column reads.
     """
+    import json
+
     import pandas as pd
+
+    from robattr import references, results
 
     paper = table(name)
     for col, val in (where or {}).items():
@@ -90,8 +97,16 @@ def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
     for frame in (left, right):
         for c in on:
             frame[c] = frame[c].astype(str)
+    where_label = json.dumps(where or {}, sort_keys=True, default=str)
+    for key, v in zip(left[list(on)].itertuples(index=False),
+                      pd.to_numeric(left[ours_label], errors="coerce")):
+        results.record("compare", v, table=name, where=where_label, key=json.dumps(list(key)))
     out = left.merge(right, on=list(on), how="outer", sort=False)
     out["note"] = out["note"].fillna("")
+    keys = [tuple(r) for r in out[list(on)].astype(str).itertuples(index=False)]
+    for i, (profile, meta) in enumerate(references.available().items()):
+        out.insert(len(on) + 1 + i, references.label(profile, meta),
+                   references.compare_values(profile, name, where_label, keys))
     return out
 
 
@@ -104,13 +119,15 @@ def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = No
     refused. The line shows the scale set by :func:`robattr.verdicts.set_scale` (``n``,
     ``unit``, ``dataset`` and ``model`` override it for this claim) and the profile. ``evidence`` adds a sentence.
     The claim is recorded (metric ``claim``) beside the notebook's results, for the book's
-    Verdicts page, and carries an anchor ``claim-<i>`` that page links to.
+    Verdicts page, and carries an anchor ``claim-<i>`` that page links to. When the
+    notebook has reference runs (:mod:`robattr.references`), the line adds the verdict each
+    gave the same claim.
     """
     from dataclasses import replace
 
     from IPython.display import Markdown
 
-    from robattr import results
+    from robattr import references, results
     from robattr.verdicts import current_scale
 
     if not isinstance(verdict, Verdict):
@@ -127,5 +144,9 @@ def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = No
                    verdict=verdict.verdict, rule=verdict.rule, scale=where,
                    evidence=evidence, anchor=f"claim-{index}")
     tail = f" {evidence}" if evidence else ""
+    for profile, meta in references.available().items():
+        ref = references.claim_verdict(profile, text)
+        seen = f"**{VERDICTS.get(ref, ref)}**" if ref else "not tested there"
+        tail += f" *{references.label(profile, meta)}: {seen}.*"
     return Markdown(f'<span id="claim-{index}"></span>**Claim:** {text} — '
                     f"**{VERDICTS[verdict.verdict]}** ({verdict.rule}; {where}).{tail}")

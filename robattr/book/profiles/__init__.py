@@ -12,8 +12,9 @@ keys to parameter values; ``quick`` (the default) keeps the notebooks' own defau
 
 A chapter keeps its notebooks' settings for every profile in one file,
 ``profiles/chapters/<chapter>.yml``. A profile may also set ``precision:`` (the
-precision on CUDA, :mod:`robattr.precision`) and ``resources:`` (CPUs and GPUs per
-notebook, for the executors). :func:`resolve` gives one notebook's values: its
+precision on CUDA, :mod:`robattr.precision`), ``train_size:`` (the zoo trains its models on
+the first *n* images of each train split, :func:`robattr.zoo.effective_train_size`) and
+``resources:`` (CPUs and GPUs per notebook, for the executors). :func:`resolve` gives one notebook's values: its
 defaults ← the profile ← the command line, checked against the notebook's rules.
 """
 from __future__ import annotations
@@ -30,25 +31,33 @@ from robattr.book.params import Parameter, ParameterError, check_values, coerce,
 from robattr.catalog import PRECISIONS
 
 __all__ = ["PROFILES", "load_profile", "parse_value", "resolve", "check_profile_keys",
-           "precision_env", "effective_precision", "profile_label", "resources"]
+           "precision_env", "profile_env", "effective_precision", "effective_train_size",
+           "profile_label", "resources"]
 
-PROFILES = ("quick", "paper", "smoke")
+PROFILES = ("quick", "medium", "paper", "smoke")
+_SECTIONS = {"defaults", "notebooks", "description", "resources", "precision", "train_size"}
 _PROFILE_DIR = Path(__file__).parent
 
 
 def load_profile(name: str) -> dict[str, Any]:
-    """A profile by name (``quick``, ``paper``, ``smoke``) or by path to a YAML file."""
+    """A profile by name (``quick``, ``medium``, ``paper``, ``smoke``) or by path to a
+    YAML file."""
     path = Path(name) if name.endswith((".yml", ".yaml")) else _PROFILE_DIR / f"{name}.yml"
     if not path.is_file():
         raise ParameterError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)} "
                              "(or a path to a .yml file)")
     data = read_yaml(path.read_text()) or {}
-    unknown = set(data) - {"defaults", "notebooks", "description", "resources", "precision"}
+    unknown = set(data) - _SECTIONS
     if unknown:
         raise ParameterError(f"profile {name!r}: unknown sections {sorted(unknown)}")
     if data.get("precision", "fp32") not in PRECISIONS:
         raise ParameterError(f"profile {name!r}: precision must be one of "
                              f"{', '.join(PRECISIONS)}, got {data['precision']!r}")
+    n_train = data.get("train_size")
+    if n_train is not None and (not isinstance(n_train, int) or isinstance(n_train, bool)
+                                or n_train < 1):
+        raise ParameterError(f"profile {name!r}: train_size must be an integer >= 1, "
+                             f"got {n_train!r}")
     for pattern, spec in (data.get("resources") or {}).items():
         bad = set(spec or {}) - {"cpus", "gpus"}
         if bad or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0
@@ -63,7 +72,8 @@ def load_profile(name: str) -> dict[str, Any]:
                                      f"{path.name} and in chapters/")
             notebooks[key] = params
     return {"name": path.stem, "defaults": data.get("defaults") or {}, "notebooks": notebooks,
-            "resources": data.get("resources") or {}, "precision": data.get("precision")}
+            "resources": data.get("resources") or {}, "precision": data.get("precision"),
+            "train_size": n_train, "description": data.get("description", "")}
 
 
 def _chapter_entries(profile: str) -> dict[str, dict]:
@@ -134,11 +144,33 @@ def precision_env(prof: dict) -> dict[str, str]:
     return {"ROBATTR_PRECISION": prof["precision"]} if prof.get("precision") else {}
 
 
+def profile_env(prof: dict) -> dict[str, str]:
+    """The environment a profile gives its notebooks' kernels: :func:`precision_env`, and
+    ``ROBATTR_TRAIN_SIZE`` when it sets ``train_size:`` (read by :mod:`robattr.zoo`)."""
+    from robattr.catalog import TRAIN_SIZE_ENV
+
+    env = precision_env(prof)
+    if prof.get("train_size"):
+        env[TRAIN_SIZE_ENV] = str(prof["train_size"])
+    return env
+
+
 def effective_precision(prof: dict) -> str:
     """The precision a notebook runs with: the profile's ``precision:``, else
     ``$ROBATTR_PRECISION``, else ``fp32``."""
     return prof.get("precision") or os.environ.get("ROBATTR_PRECISION", "").strip().lower() \
         or "fp32"
+
+
+def effective_train_size(prof: dict) -> int | None:
+    """The training-set size the zoo uses for this profile's notebooks: the profile's
+    ``train_size:``, else ``$ROBATTR_TRAIN_SIZE``, else ``None`` (whole train splits)."""
+    from robattr.catalog import TRAIN_SIZE_ENV
+
+    if prof.get("train_size"):
+        return int(prof["train_size"])
+    env = os.environ.get(TRAIN_SIZE_ENV, "").strip()
+    return int(env) if env.isdigit() and int(env) >= 1 else None
 
 
 def profile_label(nb: Notebook, params: dict[str, Any], prof: dict) -> str:
