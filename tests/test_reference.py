@@ -118,6 +118,7 @@ def test_keep_reference_then_show_it_beside_a_later_build(book, tmp_path):
     page = verdicts_page.write(book, log=quiet).read_text()
     assert "| claim | verdict | rule and numbers | scale | medium ref | where |" in page
     assert f"| {HOLDS} |" in page and f"| {NOT} |" in page and "## Reference runs" in page
+    assert "1 of the 1 claims tested in both this build and the medium reference" in page
 
     # the reference goes stale when its notebook changes, and says so
     make_notebook(book / "notebooks" / "ch" / "one.ipynb", params=PARAMS,

@@ -112,6 +112,37 @@ def _reference_section(refs: dict[str, dict]) -> list[str]:
     return lines + [""]
 
 
+def changed(claims, ref: dict) -> list[tuple[str, str, str, str]]:
+    """The claims whose verdict in this build differs from the reference's:
+    ``(key, text, this build's verdict, the reference's verdict)``; claims the reference
+    did not test are left out."""
+    out = []
+    for _, r in claims.iterrows():
+        other = ref["claims"].get((r["key"], r["text"]))
+        if other is not None and other != r["verdict"]:
+            out.append((r["key"], r["text"], r["verdict"], other))
+    return out
+
+
+def _changed_section(claims, refs: dict[str, dict]) -> list[str]:
+    from robattr.verdicts import VERDICTS
+
+    lines = []
+    for name, ref in refs.items():
+        diff = changed(claims, ref) if not claims.empty else []
+        both = sum((r["key"], r["text"]) in ref["claims"] for _, r in claims.iterrows())
+        lines += [f"## Where the {name} reference decides otherwise", "",
+                  f"{len(diff)} of the {both} claims tested in both this build and the {name} "
+                  "reference get a different verdict there.", ""]
+        if diff:
+            lines += ["| claim | this build | " + f"{name} ref | where |", "|---|---|---|---|"]
+            for key, text, here, there in diff:
+                lines.append(f"| {_cell(text)} | {VERDICTS.get(here, here)} | "
+                             f"{VERDICTS.get(there, there)} | {{doc}}`{key}` |")
+            lines.append("")
+    return lines
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -185,6 +216,7 @@ def write(root: Path, log=print) -> Path:
             lines.append("")
     if refs:
         lines += _reference_section(refs)
+        lines += _changed_section(claims, refs)
     timed = {k: v.get("seconds") for k, v in stamps.items() if v.get("seconds") is not None}
     if timed:
         lines += ["## Run time of each notebook", "",
