@@ -7,6 +7,12 @@ What the chapter's notebooks repeat, in one place:
 * :func:`random_twin`: the control of every attack, Gaussian noise of the attack's l2 size;
 * :func:`mask_scores`: per-image retrieval, relevance and similarity of a batch of masks;
 * :func:`per_image`: one stored per-image tensor as a float NumPy array;
+* :func:`chapter_model`: a zoo model, or the user's weights (004's ImageNet ResNet-50s);
+* :func:`compare_maskings`, :func:`masking_table`, :func:`plot_maskings`: RelEx's two
+  maskings (pixels, 004's normalised input) on the same images;
+* :func:`masking_view`, :func:`masked_input`, :func:`masked_retrieval`: the network and
+  inputs a masking multiplies, ``m ⊙ x`` in pixels, and class retrieval, under either
+  masking;
 
 and the theory notebook's checks of Theorem 1 (:func:`robattr.bounds.thm1_check`):
 :func:`random_small_net` and :func:`random_masked_rows` (random cases),
@@ -24,7 +30,8 @@ import torch
 from torch import nn
 
 __all__ = ["MASK_KINDS", "to_mask", "gradient_explainers", "all_masks", "random_twin",
-           "mask_scores", "per_image", "SMALL_NET_KINDS", "random_small_net", "random_masked_rows",
+           "mask_scores", "per_image", "chapter_model", "compare_maskings", "masking_table",
+           "plot_maskings", "masking_view", "masked_input", "masked_retrieval", "SMALL_NET_KINDS", "random_small_net", "random_masked_rows",
            "thm1_violations", "thm1_covered", "thm1_along_directions"]
 
 #: How :func:`to_mask` turns each kind of map into a mask.
@@ -69,7 +76,8 @@ def gradient_explainers(sg_samples: int, ig_steps: int, seed: int) -> dict[str, 
 def all_masks(model: nn.Module, x: torch.Tensor, target: torch.Tensor, *, sg_samples: int,
               ig_steps: int, relex_epochs: int, n_noisy: int, seed: int,
               relex_epochs_long: int | None = None, mask_iterations: int | None = None,
-              relex_batch_size: int | None = None) -> dict[str, torch.Tensor]:
+              relex_batch_size: int | None = None,
+              relex_masking: str = "pixel") -> dict[str, torch.Tensor]:
     """Every explainer's mask (:func:`to_mask`) of ``x`` for ``target``, detached, by name.
 
     In this order: the four :func:`gradient_explainers`, ``GradCAM``; ``MASK`` (meaningful
@@ -77,7 +85,8 @@ def all_masks(model: nn.Module, x: torch.Tensor, target: torch.Tensor, *, sg_sam
     ``RelEx(<relex_epochs>)``; and, when ``relex_epochs_long`` is given, the same RelEx run
     continued to ``RelEx(<relex_epochs_long>)`` (one optimisation, two snapshots) and
     ``RelEx w/o batch`` (``relex_epochs`` steps without the noisy copies).
-    ``relex_batch_size`` bounds RelEx's batch (all images in one batch by default).
+    ``relex_batch_size`` bounds RelEx's batch (all images in one batch by default);
+    ``relex_masking`` is RelEx's ``masking`` (:data:`robattr.attributions.relex.MASKINGS`).
     """
     from robattr import attributions as A
 
@@ -93,14 +102,15 @@ def all_masks(model: nn.Module, x: torch.Tensor, target: torch.Tensor, *, sg_sam
     if relex_epochs_long is None:
         out[f"RelEx({relex_epochs})"] = A.relex(model, x, target, epochs=relex_epochs,
                                                 n_noisy=n_noisy, seed=seed,
-                                                batch_size=relex_batch_size)
+                                                batch_size=relex_batch_size,
+                                                masking=relex_masking)
     else:
         short, long = A.relex(model, x, target, epochs=relex_epochs_long,
                               snapshots=(relex_epochs, relex_epochs_long), n_noisy=n_noisy,
-                              seed=seed, batch_size=relex_batch_size)
+                              seed=seed, batch_size=relex_batch_size, masking=relex_masking)
         out[f"RelEx({relex_epochs})"], out[f"RelEx({relex_epochs_long})"] = short, long
         out["RelEx w/o batch"] = A.relex(model, x, target, epochs=relex_epochs, batch=False,
-                                         seed=seed)
+                                         seed=seed, masking=relex_masking)
     return {k: v.detach() for k, v in out.items()}
 
 
@@ -118,7 +128,8 @@ def random_twin(x: torch.Tensor, l2: torch.Tensor, generator: torch.Generator) -
 
 def mask_scores(model: nn.Module, x: torch.Tensor, masks: Mapping[str, torch.Tensor],
                 clean_masks: Mapping[str, torch.Tensor], target: torch.Tensor, top_k: int,
-                *, relevance: bool = False, ratios: int = 64) -> dict[tuple, torch.Tensor]:
+                *, relevance: bool = False, ratios: int = 64,
+                masking: str = "pixel") -> dict[tuple, torch.Tensor]:
     """Per-image scores of each method's mask ``masks[m]`` of ``x`` against its clean mask.
 
     Keys ``(key, m)``: ``"retrieval"`` (:func:`robattr.metrics.class_retrieval` of
@@ -126,7 +137,9 @@ def mask_scores(model: nn.Module, x: torch.Tensor, masks: Mapping[str, torch.Ten
     intersection of the first channels of ``masks[m]`` and ``clean_masks[m]``). With
     ``relevance``: also ``"clean"`` (retrieval with the clean mask on ``x``), ``"l1"``
     (``||masks[m]||_1 / ||clean_masks[m]||_1``), deletion ``"D"``, preservation ``"P"``
-    (``ratios`` steps) and feature relevance ``"R"``.
+    (``ratios`` steps) and feature relevance ``"R"``. ``masking`` says what a masked-out
+    pixel becomes in retrieval, deletion and preservation (:func:`masking_view`: black, or
+    the dataset mean with ``"normalized"``).
     """
     from robattr.metrics import (class_retrieval, deletion, feature_relevance, preservation,
                                  spearman, topk_intersection)
@@ -135,14 +148,15 @@ def mask_scores(model: nn.Module, x: torch.Tensor, masks: Mapping[str, torch.Ten
     if missing:
         raise ValueError(f"clean_masks lacks the methods {sorted(missing)}")
     out = {}
+    f, u = masking_view(model, x, masking)
     for m, mask in masks.items():
         m0 = clean_masks[m]
-        out[("retrieval", m)] = class_retrieval(model, x, mask, target, normalize=None)
+        out[("retrieval", m)] = class_retrieval(f, u, mask, target, normalize=None)
         if relevance:
-            out[("clean", m)] = class_retrieval(model, x, m0, target, normalize=None)
+            out[("clean", m)] = class_retrieval(f, u, m0, target, normalize=None)
             out[("l1", m)] = mask.flatten(1).sum(1) / m0.flatten(1).sum(1).clamp_min(1e-12)
-            D = deletion(model, x, mask, target, ratios=ratios).auc
-            P = preservation(model, x, mask, target, ratios=ratios).auc
+            D = deletion(f, u, mask, target, ratios=ratios).auc
+            P = preservation(f, u, mask, target, ratios=ratios).auc
             out[("D", m)], out[("P", m)], out[("R", m)] = D, P, feature_relevance(P, D)
         out[("spearman", m)] = spearman(mask[:, :1], m0[:, :1])
         out[("topk", m)] = topk_intersection(mask[:, :1], m0[:, :1], top_k)
@@ -157,6 +171,145 @@ def per_image(runs: Mapping, run, key) -> np.ndarray:
     if key not in row:
         raise ValueError(f"run {run!r} has no entry {key!r}")
     return row[key].detach().cpu().numpy().astype(float)
+
+
+def chapter_model(dataset: str, arch: str, method: str = "ce", *, weights: str = "",
+                  device="auto", acc_images: int = 1000) -> nn.Module:
+    """The chapter's model of ``arch`` on ``dataset``, in eval mode on ``device``.
+
+    Without ``weights``: the zoo's model trained with ``method``
+    (:func:`robattr.zoo.get_model`). With ``weights`` (a state-dict file, e.g. torchvision's
+    ImageNet ResNet-50, 004's natural model): :func:`robattr.models.build` loads it, nothing
+    is trained, and ``zoo_meta["test_acc"]`` is the accuracy on the first ``acc_images``
+    images of the test split (the whole folder when ``dataset`` is a folder without split
+    folders), so the notebooks print the same fields for both.
+    """
+    from robattr import data, models, zoo
+    from robattr.utils import get_device
+
+    dev = get_device(device)
+    if not weights:
+        return zoo.get_model(dataset, arch, method, device=dev, progress=False)
+    model = models.build(arch, dataset, weights=weights).to(dev).eval()
+    test = data.load(dataset, split="test")
+    n = min(int(acc_images), len(test))
+    if n < 1:
+        raise ValueError(f"acc_images must be >= 1 and the test split non-empty, got {acc_images}, "
+                         f"{len(test)} images")
+    right = 0
+    with torch.no_grad():
+        for start in range(0, n, 100):
+            part = torch.utils.data.Subset(test, range(start, min(start + 100, n)))
+            xb, yb = data.as_tensors(part, device=dev)
+            right += int((model(xb).argmax(1) == yb).sum())
+    model.zoo_meta = {"test_acc": right / n, "acc_images": n, "weights": str(weights),
+                      "method": f"user weights ({method} in the chapter's naming)"}
+    return model
+
+
+def compare_maskings(model: nn.Module, x: torch.Tensor, target: torch.Tensor, *, epochs: int,
+                     n_noisy: int, seed: int, batch_size: int | None = None) -> dict:
+    """RelEx's masks of ``x`` for ``target`` under both maskings, from the same seed (so the
+    same initial mask and the same standard-normal draws, scaled differently).
+
+    Returns ``{"masks": {masking: mask}, "cosine": ..., "spearman": ...}``, the last two per
+    image over every entry of the masks (:func:`robattr.metrics.cosine_similarity`,
+    :func:`robattr.metrics.spearman`).
+    """
+    from robattr import attributions as A
+    from robattr.attributions.relex import MASKINGS
+    from robattr.metrics import cosine_similarity, spearman
+
+    masks = {mk: A.relex(model, x, target, epochs=epochs, n_noisy=n_noisy, seed=seed,
+                         batch_size=batch_size, masking=mk).detach() for mk in MASKINGS}
+    a, b = (masks[mk] for mk in MASKINGS)
+    return {"masks": masks, "cosine": cosine_similarity(a, b), "spearman": spearman(a, b)}
+
+
+def masking_table(cmp: Mapping):
+    """One row per image of a :func:`compare_maskings` result: the cosine and the Spearman
+    correlation between its two masks, and each mask's l1 norm as a share of its entries."""
+    import pandas as pd
+
+    rows = {"cosine": cmp["cosine"], "spearman": cmp["spearman"]}
+    rows.update({f"mean mask ({mk})": m.flatten(1).mean(1) for mk, m in cmp["masks"].items()})
+    df = pd.DataFrame({k: v.detach().cpu().double().numpy() for k, v in rows.items()})
+    df.index.name = "image"
+    return df
+
+
+def plot_maskings(x: torch.Tensor, cmp: Mapping, n: int = 4):
+    """A figure of the first ``n`` images of ``x`` (rows: the image, then each masking's
+    RelEx mask averaged over the channels, all on [0, 1]), each mask column titled with the
+    cosine between the two masks. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    n = max(1, min(int(n), x.shape[0]))
+    masks = cmp["masks"]
+    fig, axes = plt.subplots(1 + len(masks), n, figsize=(1.9 * n, 2.0 * (1 + len(masks))),
+                             squeeze=False)
+    for j in range(n):
+        img = x[j].detach().cpu().permute(1, 2, 0).clamp(0, 1).numpy()
+        axes[0, j].imshow(img[..., 0] if img.shape[-1] == 1 else img,
+                          cmap="gray" if img.shape[-1] == 1 else None)
+        axes[0, j].set_title(f"image {j}", fontsize=8)
+        for i, (mk, m) in enumerate(masks.items(), start=1):
+            axes[i, j].imshow(m[j].detach().cpu().mean(0).numpy(), cmap="magma", vmin=0, vmax=1)
+            axes[i, j].set_title(f"{mk} (cos {float(cmp['cosine'][j]):.2f})" if i == 1 else mk,
+                                 fontsize=8)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.tight_layout()
+    return fig
+
+
+def masking_view(model: nn.Module, x: torch.Tensor, masking: str):
+    """The network and the inputs a RelEx masking multiplies: ``(model, x)`` for
+    ``"pixel"``; for ``"normalized"`` the network after its first layer, a
+    :class:`robattr.models.Normalize`, and ``(x - mean) / std``. In that view
+    ``relex(net, z)`` (pixel masking) is ``relex(model, x, masking="normalized")``, and
+    the theorems' ``m * x`` is the paper's masked normalised image."""
+    from robattr.attributions.relex import MASKINGS
+    from robattr.models import Normalize
+
+    if masking not in MASKINGS:
+        raise ValueError(f"masking must be one of {MASKINGS}, got {masking!r}")
+    if masking == "pixel":
+        return model, x
+    if not (isinstance(model, nn.Sequential) and len(model) > 1 and isinstance(model[0], Normalize)):
+        raise ValueError("masking_view needs an nn.Sequential whose first layer is a "
+                         "robattr.models.Normalize (every robattr model is one)")
+    net = model[1:].eval()
+    for key in ("zoo_meta", "arch"):
+        if hasattr(model, key):
+            setattr(net, key, getattr(model, key))
+    return net, ((x - model[0].mean) / model[0].std).detach()
+
+
+def masked_input(model: nn.Module, x: torch.Tensor, m: torch.Tensor, masking: str = "pixel"):
+    """``m ⊙ x`` in pixels under a masking: ``m * x`` (``"pixel"``: a removed pixel is
+    black), or ``mean + m * (x - mean)`` (``"normalized"``: ``m`` times the normalised image,
+    so a removed pixel is the dataset mean of the model's Normalize layer)."""
+    from robattr.attributions.relex import MASKINGS, input_normalization
+
+    if masking not in MASKINGS:
+        raise ValueError(f"masking must be one of {MASKINGS}, got {masking!r}")
+    if masking == "pixel":
+        return m * x
+    mean, _ = input_normalization(model, x)
+    return mean + m * (x - mean)
+
+
+def masked_retrieval(model: nn.Module, x: torch.Tensor, mask: torch.Tensor, target,
+                     masking: str = "pixel") -> torch.Tensor:
+    """004's class retrieval of ``mask`` on ``x`` (:func:`robattr.metrics.class_retrieval`,
+    the mask used as given) under ``masking`` (:func:`masked_input`): 1.0 per image whose
+    masked input is classified as ``target``."""
+    from robattr.metrics import class_retrieval
+
+    f, u = masking_view(model, x, masking)
+    return class_retrieval(f, u, mask, target, normalize=None)
 
 
 # --------------------------------------------------------------------------- theory (Thm 1)

@@ -324,6 +324,24 @@ def test_sampling_attribution_is_reproducible(gpu, deterministic_cudnn, method, 
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("net", sorted(NETS))
+def test_relex_normalized_masking_matches_cpu(gpu, net, dtype, request):
+    """RelEx with 004's masking (mask and noise on the normalised input, issue 18): the
+    statistics read from the model's Normalize layer on the device, the draws from a CPU
+    generator."""
+    options = dict(ATTRIBUTION_OPTIONS["relex"], masking="normalized")
+    results = []
+    for device in (CPU, gpu):
+        model, x, t = setup(net, device, dtype)
+        results.append(A.relex(model, x, t, generator=cpu_generator(1), **options))
+    ref, got = results
+    assert got.device.type == gpu.type and got.dtype == dtype and got.shape == ref.shape
+    assert bool(torch.isfinite(got).all()) and got.min() >= 0 and got.max() <= 1
+    check_close(request, "relex[normalized]", net, dtype, got, ref)
+
+
+@pytest.mark.cuda
 def test_reduced_precision_scopes_on_resnet(gpu, request):
     """The policy's opt-ins, measured: the gradient of the ResNet-18 under TF32 and under
     bf16 autocast against the CPU's fp32 (the issue measured 5.9e-2 with TF32 on). Only

@@ -11,11 +11,17 @@ from ._core import (check_count, check_input, check_model, check_nonnegative, ch
                     make_generator, per_input, rand, randn, refuse_graph, resolve_target,
                     chunks, select, value_range)
 
-__all__ = ["relex", "relex_loss", "grad_cam_graph"]
+__all__ = ["relex", "relex_loss", "input_normalization", "MASKINGS", "grad_cam_graph"]
+
+#: How :func:`relex` removes an input entry: ``"pixel"`` multiplies the [0, 1] pixels (a
+#: removed pixel is black), ``"normalized"`` multiplies the normalised input, as 004's code
+#: does (a removed pixel is the dataset mean).
+MASKINGS = ("pixel", "normalized")
 
 
 def relex_loss(model: nn.Module, m: torch.Tensor, xs: torch.Tensor, target: torch.Tensor, *,
-               lambda1: float = 1e-4, lambda2: float = 1.0, eps: float = 1e-7) -> torch.Tensor:
+               lambda1: float = 1e-4, lambda2: float = 1.0, eps: float = 1e-7,
+               fill: torch.Tensor | None = None) -> torch.Tensor:
     """Per-row RelEx objective (004, Eq. 9-11) for masks ``m`` and inputs ``xs`` (same shape):
 
     ``-log p_t(m * x) + lambda1 ||m||_1 - lambda2 log(1 - p_t((1 - m) * x) + eps)``.
@@ -24,8 +30,18 @@ def relex_loss(model: nn.Module, m: torch.Tensor, xs: torch.Tensor, target: torc
     sparsity, the third Eq. 11's B (the complement must *not* show the class), with
     004's code's ``eps = 1e-7`` inside the log. ``p_t`` is the softmax probability of
     the target class.
+
+    ``fill`` (broadcastable to ``xs``) is the value a removed entry takes: the masked
+    inputs are then ``fill + m * (x - fill)`` and ``fill + (1 - m) * (x - fill)``. None
+    (default) is 0, i.e. ``m * x`` (black pixels); the per-channel dataset mean is 004's
+    code's convention (see :func:`relex`, ``masking="normalized"``).
     """
-    logits = model(torch.cat([m * xs, (1 - m) * xs]))      # one pass for both terms
+    if fill is None:
+        rows = torch.cat([m * xs, (1 - m) * xs])
+    else:
+        centred = xs - fill
+        rows = torch.cat([fill + m * centred, fill + (1 - m) * centred])
+    logits = model(rows)                                     # one pass for both terms
     if logits.dtype in (torch.float16, torch.bfloat16):    # autocast: the loss in fp32
         logits = logits.float()
     keep = F.log_softmax(logits[:len(xs)], dim=1)
@@ -35,11 +51,47 @@ def relex_loss(model: nn.Module, m: torch.Tensor, xs: torch.Tensor, target: torc
     return fore + lambda1 * m.abs().flatten(1).sum(1) + lambda2 * back
 
 
+def input_normalization(model: nn.Module, x: torch.Tensor, norm=None):
+    """The per-channel ``(mean, std)`` of ``model``'s input normalisation, as tensors that
+    broadcast against ``x`` (dtype and device of ``x``).
+
+    ``norm``: an explicit ``(mean, std)`` pair (one value per channel, or one for all);
+    None (default) reads the first :class:`robattr.models.Normalize` layer of ``model``
+    (every robattr model has one as its first layer). Raises ``ValueError`` when there is
+    none, or when a value does not fit ``x``'s channels or a ``std`` is not positive.
+    """
+    if norm is None:
+        from robattr.models import Normalize
+
+        layer = next((mod for mod in model.modules() if isinstance(mod, Normalize)), None)
+        if layer is None:
+            raise ValueError("masking='normalized' needs the input normalisation: the model has no "
+                             "robattr.models.Normalize layer, so pass norm=(mean, std)")
+        mean, std = layer.mean, layer.std
+    else:
+        try:
+            mean, std = norm
+        except (TypeError, ValueError):
+            raise ValueError(f"norm must be a (mean, std) pair, got {norm!r}") from None
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    out = []
+    for name, v in (("mean", mean), ("std", std)):
+        v = torch.as_tensor(v, dtype=x.dtype).flatten().to(x.device)
+        if v.numel() not in (1, x.shape[1]) or not bool(torch.isfinite(v).all()):
+            raise ValueError(f"the normalisation's {name} needs 1 or {x.shape[1]} finite values "
+                             f"(x has {x.shape[1]} channels), got {v.tolist()}")
+        out.append(v.reshape(shape))
+    if not bool((out[1] > 0).all()):
+        raise ValueError(f"the normalisation's std must be > 0, got {out[1].flatten().tolist()}")
+    return out[0], out[1]
+
+
 def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
           noise_ratio: float = 0.1, epochs: int = 50, lr: float = 0.1, momentum: float = 0.99,
           lambda1: float = 1e-4, lambda2: float = 1.0, batch: bool = True,
-          init: float = 0.01, batch_size: int | None = None, generator=None, seed=None,
-          snapshots=None, precision: str | None = None, create_graph: bool = False):
+          init: float = 0.01, masking: str = "pixel", norm=None, batch_size: int | None = None,
+          generator=None, seed=None, snapshots=None, precision: str | None = None,
+          create_graph: bool = False):
     """RelEx (Lim, Lee & Kim, CVPR 2021; paper 004): the mask minimising Eq. 11.
 
     For each input a mask ``m`` of the input's full shape starts ``U(0, init)``
@@ -53,9 +105,19 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
 
     Defaults follow 004's released code (50 copies, 50 iterations, lr 0.1, momentum 0.99,
     lambda1 1e-4, lambda2 1); its supplement states 100 copies and plain SGD with lr 0.001.
-    Masks multiply the pixels in [0, 1] (the code masks the normalized image): a removed
-    pixel is black here, the dataset mean there. Keep the model in eval mode (BatchNorm in
-    train mode would couple the copies).
+    Keep the model in eval mode (BatchNorm in train mode would couple the copies).
+
+    ``masking`` (one of :data:`MASKINGS`) says what a removed entry becomes.
+    ``"pixel"`` (default): the mask multiplies the [0, 1] pixels, so a removed pixel is
+    black, and ``sigma`` is ``noise_ratio`` times the pixel range of the input.
+    ``"normalized"``: 004's code, whose network takes the normalised image
+    ``z = (x - mean) / std`` and whose mask and noise act on ``z``: the masked inputs are
+    ``m * (z + n)`` and ``(1 - m) * (z + n)``, ``n ~ N(0, s^2)``, ``s = noise_ratio
+    (max z - min z)`` per input. In pixels (what robattr models take) that is
+    ``mean + m * (x + std * n - mean)``: a removed pixel is the dataset mean, and the noise
+    has standard deviation ``std * s`` in each channel. ``mean`` and ``std`` come from the
+    model's :class:`robattr.models.Normalize` layer, or from ``norm=(mean, std)``
+    (:func:`input_normalization`). With ``mean = 0, std = 1`` both maskings agree.
 
     ``snapshots``: a sequence of epoch counts (each in ``1..epochs``); the call then returns
     the list of masks after those many epochs, in the given order, from one run (e.g.
@@ -84,7 +146,15 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
     momentum = check_nonnegative("momentum", momentum)
     init = check_nonnegative("init", init)
     lambda1, lambda2 = check_nonnegative("lambda1", lambda1), check_nonnegative("lambda2", lambda2)
-    sigma = per_input(check_positive("noise_ratio", noise_ratio) * value_range(x), x)
+    noise_ratio = check_positive("noise_ratio", noise_ratio)
+    if masking not in MASKINGS:
+        raise ValueError(f"masking must be one of {MASKINGS}, got {masking!r}")
+    if masking == "pixel":
+        fill = None
+        sigma = per_input(noise_ratio * value_range(x), x)
+    else:                                    # 004's code: mask and noise on z = (x - mean) / std
+        fill, std = input_normalization(model, x, norm)
+        sigma = per_input(noise_ratio * value_range((x - fill) / std), x) * std
     target = resolve_target(model, x, target)
     gen = make_generator(x, generator, seed)
     copies = n_noisy if batch else 1
@@ -117,8 +187,8 @@ def relex(model: nn.Module, x: torch.Tensor, target=None, *, n_noisy: int = 50,
                 mm = m.detach().requires_grad_(True)
                 with torch.enable_grad():
                     rows = mm.unsqueeze(0).expand((ks,) + x.shape).reshape(xs.shape).contiguous(memory_format=fmt)
-                    loss = relex_loss(model, rows, xs, target.repeat(ks),
-                                      lambda1=lambda1, lambda2=lambda2).sum() / copies
+                    loss = relex_loss(model, rows, xs, target.repeat(ks), lambda1=lambda1,
+                                      lambda2=lambda2, fill=fill).sum() / copies
                     (gm,) = torch.autograd.grad(loss, mm)
                 g = g + gm
             norm = g.flatten(1).norm(dim=1).clamp_min(torch.finfo(x.dtype).tiny)
