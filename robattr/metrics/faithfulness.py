@@ -12,7 +12,10 @@ Conventions (the papers' released code settles what their texts leave open):
   ``x``: 004's convention. 003 uses the true label: pass it.
 * The reference image defaults to zeros in pixel space (black). Both papers' codes
   feed normalised inputs, so their "zero" image is the dataset-mean colour: pass
-  ``baseline=mean`` (a C×1×1 tensor) to reproduce that.
+  ``baseline="mean"`` (the mean of the model's :class:`robattr.models.Normalize` layer)
+  to reproduce that, or ``protocol="robustaga"`` for 003's whole released protocol
+  (:data:`PROTOCOLS`). A model without a Normalize layer is taken to receive normalised
+  input already (mean 0, std 1).
 * The forward passes of all (ratio, example) pairs run in chunks of ``batch_size``.
   Call ``model.eval()`` first; nothing here changes the model's mode.
 """
@@ -31,9 +34,33 @@ from ._common import Reduce, check_batch, normalize_map, reduce_channels
 from .similarity import cosine_similarity
 
 __all__ = [
-    "Curve", "insertion", "deletion", "preservation", "adv_insertion", "feature_relevance",
-    "class_retrieval", "rps",
+    "Curve", "PROTOCOLS", "insertion", "insertion_inputs", "deletion", "preservation",
+    "adv_insertion", "feature_relevance", "class_retrieval", "rps",
 ]
+
+#: 003's Insertion / Adv-Insertion protocols by name: the ``baseline``, ``ratios`` and
+#: ``ties`` that ``insertion(..., protocol=name)`` uses, and the ``clamp`` of :func:`rps`
+#: that goes with them (``rps_clamp``).
+#:
+#: * ``"robattr"`` (the defaults): 003's text (Sec. "Insertion and Adv-Insertion game"):
+#:   insertion into a zero-valued image at γ ∈ {0, 0.05, …, 1} (21 ratios), the zero read
+#:   in pixel units (a black image); exactly
+#:   ``floor(γ·P)`` pixels inserted, ties in the ranking going to the lower flat index.
+#: * ``"robustaga"``: 003's released code (joshua840/RobustAGA, test_insertion.py and
+#:   test_adv_insertion.py), which produced the paper's numbers: it masks the
+#:   *normalised* input, so a missing pixel is the dataset-mean colour; 20 ratios
+#:   i/20, i = 0..19 (γ = 1 is never evaluated); a pixel is inserted when its score is
+#:   strictly above the score ranked ``floor(γ·P)`` (0-based, descending), so tied
+#:   scores at the threshold stay out (an all-zero map inserts nothing).
+#:
+#: Both rank pixels by ``|h|`` summed over channels. RPS: ``"robattr"`` clamps the noisy
+#: pixels to [0, 1], ``"robustaga"`` to the clean batch's range in normalised units
+#: (``clamp="robustaga"``, see :func:`rps`).
+PROTOCOLS: dict[str, dict] = {
+    "robattr": {"baseline": None, "ratios": 20, "ties": "index", "rps_clamp": (0.0, 1.0)},
+    "robustaga": {"baseline": "mean", "ratios": tuple(i / 20 for i in range(20)),
+                  "ties": "strict", "rps_clamp": "robustaga"},
+}
 
 
 class Curve(NamedTuple):
@@ -92,13 +119,30 @@ def _pixel_scores(attribution, x: torch.Tensor, rank_by) -> tuple[torch.Tensor, 
     return s, tuple(x.shape)
 
 
-def _baseline(baseline, x: torch.Tensor) -> torch.Tensor:
+def _normalization(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, std) of the model's first :class:`robattr.models.Normalize` layer, on x's
+    device and dtype; (0, 1) for a model without one."""
+    from robattr.models import Normalize
+
+    norm = next((m for m in model.modules() if isinstance(m, Normalize)), None)
+    if norm is None:
+        return x.new_zeros(()), x.new_ones(())
+    return (norm.mean.to(device=x.device, dtype=x.dtype),
+            norm.std.to(device=x.device, dtype=x.dtype))
+
+
+def _baseline(baseline, x: torch.Tensor, model: nn.Module | None = None) -> torch.Tensor:
     if baseline is None:
         return torch.zeros_like(x)
+    if isinstance(baseline, str):
+        if baseline != "mean" or model is None:
+            raise ValueError(f"baseline must be None, 'mean', a float or a tensor, got "
+                             f"{baseline!r}")
+        baseline = _normalization(model, x)[0]
     if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
         return torch.full_like(x, float(baseline))
     if not isinstance(baseline, torch.Tensor):
-        raise ValueError(f"baseline must be None, a float or a tensor, got "
+        raise ValueError(f"baseline must be None, 'mean', a float or a tensor, got "
                          f"{type(baseline).__name__}")
     try:
         return torch.broadcast_to(baseline.to(device=x.device, dtype=x.dtype), x.shape)
@@ -107,30 +151,71 @@ def _baseline(baseline, x: torch.Tensor) -> torch.Tensor:
                          f"{tuple(x.shape)}") from None
 
 
+def _selector(scores: torch.Tensor, counts: torch.Tensor, descending: bool, ties: str):
+    """``select(ni, ri)``: the B×P mask of the pixels changed for the (example ``ni``,
+    ratio ``ri``) pairs. ``ties="index"``: exactly ``counts[ri]`` pixels, first in the
+    ranking, ties going to the lower flat index. ``ties="strict"`` (descending only):
+    the pixels whose score is strictly above the ``counts[ri]``-th largest (0-based), all
+    pixels at ``counts == P`` (RobustAGA's threshold rule)."""
+    n, p = scores.shape
+    if ties == "strict":
+        top = torch.sort(scores, dim=1, descending=True).values
+        thr = top[:, counts.clamp(max=p - 1)]                          # N×R
+        thr = thr.masked_fill((counts >= p)[None, :], float("-inf"))
+        return lambda ni, ri: scores[ni] > thr[ni, ri][:, None]
+    order = torch.sort(scores, dim=1, descending=descending, stable=True).indices
+    rank = torch.empty_like(order).scatter_(
+        1, order, torch.arange(p, device=scores.device).expand(n, p))
+    return lambda ni, ri: rank[ni] < counts[ri][:, None]
+
+
+def _check_ties(ties: str) -> None:
+    if ties not in ("index", "strict"):
+        raise ValueError(f"ties must be 'index' or 'strict', got {ties!r}")
+
+
+def _protocol(protocol: str | None, baseline, ratios, ties) -> tuple:
+    """(baseline, ratios, ties) after applying a named protocol of :data:`PROTOCOLS`."""
+    if protocol is None:
+        return baseline, (20 if ratios is None else ratios), ties
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be None or one of {', '.join(map(repr, PROTOCOLS))}, "
+                         f"got {protocol!r}")
+    if baseline is not None or ratios is not None or ties != "index":
+        raise ValueError(f"protocol={protocol!r} sets baseline, ratios and ties; do not pass "
+                         "them too")
+    spec = PROTOCOLS[protocol]
+    return spec["baseline"], spec["ratios"], spec["ties"]
+
+
+def _counts(r: torch.Tensor, p: int) -> torch.Tensor:
+    """Pixels changed at each ratio: ``floor(r · P)`` (a hair of slack against rounding)."""
+    return torch.floor(r.double() * p + 1e-6).long().clamp(0, p)
+
+
 def _curve(model, x, attribution, target, *, mode, baseline, ratios, rank_by, batch_size,
-           output) -> Curve:
+           output, ties="index") -> Curve:
     x = check_batch(x, "x")
     check_int("batch_size", batch_size)
+    _check_ties(ties)
     if output not in ("prob", "logit"):
         raise ValueError(f"output must be 'prob' or 'logit', got {output!r}")
     x = x.detach()
     target = resolve_target(model, x, target)
     scores, mask_shape = _pixel_scores(attribution, x, rank_by)
     scores = scores.detach()
-    base = _baseline(baseline, x)
+    base = _baseline(baseline, x, model)
     r = _ratios(ratios, x.device, x.dtype)
     n, p = scores.shape
-    order = torch.sort(scores, dim=1, descending=(mode != "preservation"), stable=True).indices
-    rank = torch.empty_like(order).scatter_(
-        1, order, torch.arange(p, device=x.device).expand(n, p))
-    counts = torch.floor(r.double() * p + 1e-6).long().clamp(0, p)     # pixels changed per ratio
+    counts = _counts(r, p)
+    select = _selector(scores, counts, mode != "preservation", ties)
     out = torch.empty(n, r.numel(), dtype=x.dtype, device=x.device)
     total = n * r.numel()
     with torch.no_grad():
         for start in range(0, total, batch_size):
             ids = torch.arange(start, min(start + batch_size, total), device=x.device)
             ri, ni = ids // n, ids % n
-            chosen = (rank[ni] < counts[ri][:, None]).reshape(ids.numel(), *mask_shape[1:])
+            chosen = select(ni, ri).reshape(ids.numel(), *mask_shape[1:])
             if mode == "insertion":
                 xin = torch.where(chosen, x[ni], base[ni])
             else:
@@ -148,22 +233,50 @@ _CURVE_DOC = """
     inputs N×D it is N×D. ``ratios``: an int number of steps (``20`` gives 003's
     {0, 0.05, ..., 1}; ``224`` gives 004's 224-pixel steps on 224×224 images) or a
     sequence of fractions in [0, 1]; ratio r changes ``floor(r · P)`` of the P pixels.
-    ``baseline``: None (zeros), a float or a tensor broadcastable to ``x``.
+    ``baseline``: None (zeros), ``"mean"`` (the model's Normalize mean: zero in
+    normalised units), a float or a tensor broadcastable to ``x``.
     Returns a :class:`Curve` (ratios, N×R scores, auc, mean).
 """
 
 
 def insertion(model: nn.Module, x: torch.Tensor, attribution, target=None, *, baseline=None,
-              ratios: int | Sequence[float] = 20, rank_by: Reduce = "abs_sum",
-              batch_size: int = 256, output: str = "prob") -> Curve:
+              ratios: int | Sequence[float] | None = None, rank_by: Reduce = "abs_sum",
+              ties: str = "index", protocol: str | None = None, batch_size: int = 256,
+              output: str = "prob") -> Curve:
     """003's Insertion game: start from the baseline, insert the pixels of ``x`` in
     decreasing order of attribution; the score is the target probability. Ratio 0 is
     the baseline, ratio 1 is ``x``. 003 reports ``mean`` × 100 with the true label as
-    target. (Its text lists 21 ratios, 0 to 1; its released code evaluates 20, 0 to 0.95:
-    ``ratios=[i / 20 for i in range(20)]`` reproduces that.)
+    target. Pixels are ranked by ``rank_by`` (default ``|h|`` summed over channels, as
+    003's code); ``ratios=None`` means 20 steps (21 ratios, 0 to 1); ``ties``: ``"index"``
+    (exactly ``floor(r·P)`` pixels, ties to the lower flat index) or ``"strict"``
+    (RobustAGA's threshold rule, :data:`PROTOCOLS`). ``protocol`` (``"robattr"`` or
+    ``"robustaga"``) sets ``baseline``, ``ratios`` and ``ties`` at once; pass either it
+    or them. ``protocol="robustaga"`` is what produced 003's tables: a mean-colour
+    baseline and 20 ratios, 0 to 0.95.
     """
+    baseline, ratios, ties = _protocol(protocol, baseline, ratios, ties)
     return _curve(model, x, attribution, target, mode="insertion", baseline=baseline,
-                  ratios=ratios, rank_by=rank_by, batch_size=batch_size, output=output)
+                  ratios=ratios, rank_by=rank_by, batch_size=batch_size, output=output,
+                  ties=ties)
+
+
+def insertion_inputs(model: nn.Module, x: torch.Tensor, attribution, ratio: float, *,
+                     baseline=None, rank_by: Reduce = "abs_sum", ties: str = "index",
+                     protocol: str | None = None) -> torch.Tensor:
+    """The inputs :func:`insertion` feeds the model at one ``ratio`` in [0, 1] (the
+    baseline with the top ``floor(ratio · P)`` pixels of ``x`` put back), shaped like
+    ``x``: for showing what the game sees. Same ``baseline`` / ``ties`` / ``protocol``
+    as :func:`insertion` (a protocol's own ratios are not used here)."""
+    baseline, _, ties = _protocol(protocol, baseline, None, ties)
+    _check_ties(ties)
+    x = check_batch(x, "x").detach()
+    scores, mask_shape = _pixel_scores(attribution, x, rank_by)
+    r = _ratios([float(ratio)], x.device, x.dtype)
+    n, p = scores.shape
+    select = _selector(scores.detach(), _counts(r, p), True, ties)
+    ni = torch.arange(n, device=x.device)
+    chosen = select(ni, torch.zeros_like(ni)).reshape(n, *mask_shape[1:])
+    return torch.where(chosen, x, _baseline(baseline, x, model))
 
 
 def deletion(model: nn.Module, x: torch.Tensor, attribution, target=None, *, baseline=None,
@@ -194,7 +307,9 @@ def adv_insertion(model: nn.Module, method: Callable, x: torch.Tensor, x_adv: to
                   target=None, *, method_kwargs: dict | None = None, **insertion_kwargs) -> Curve:
     """003's Adv-Insertion: the insertion game on the clean ``x``, with the pixel order
     given by the attribution of the attacked input ``x_adv``
-    (``method(model, x_adv, target)``). 003 uses the true label as target."""
+    (``method(model, x_adv, target)``). 003 uses the true label as target.
+    ``insertion_kwargs`` go to :func:`insertion` (``protocol="robustaga"`` for the
+    authors' released protocol, as in their test_adv_insertion.py)."""
     x = check_batch(x, "x")
     x_adv = check_batch(x_adv, "x_adv")
     if x.shape != x_adv.shape:
@@ -267,7 +382,7 @@ def class_retrieval(model: nn.Module, x: torch.Tensor, mask, target, *,
 def rps(model: nn.Module, method: Callable, x: torch.Tensor, target=None, eps: float = 16 / 255,
         n_samples: int = 10, *, similarity: Callable = cosine_similarity,
         reduce: Reduce = "abs_sum", generator: torch.Generator | None = None,
-        clamp: tuple[float, float] | None = (0.0, 1.0), batch_size: int = 256,
+        clamp: tuple[float, float] | str | None = (0.0, 1.0), batch_size: int = 256,
         method_kwargs: dict | None = None, return_samples: bool = False) -> torch.Tensor:
     """003's random perturbation similarity: the mean over ``n_samples`` draws of
     ``delta ~ U[-eps, eps]^d`` of ``similarity(h(x + delta), h(x))``, per example.
@@ -277,8 +392,14 @@ def rps(model: nn.Module, method: Callable, x: torch.Tensor, target=None, eps: f
     code; a callable is applied to each attribution batch) before ``similarity(a, b)``,
     which returns N values (for SSIM pass e.g.
     ``lambda a, b: ssim(normalize_map(a), normalize_map(b), data_range=1.0)``).
-    Perturbed inputs are clamped to ``clamp`` (pixel range; None: no clamp). ``eps`` is
-    in pixel units (003's Table 1: 16/255). Draws come from ``generator`` in sample
+    Perturbed inputs are clamped to ``clamp``: a (low, high) pixel range (default
+    [0, 1]), None (no clamp), or ``"robustaga"``, 003's released code (test_rps.py): the
+    perturbed *normalised* input is clamped to [min, max] of the clean normalised batch,
+    one range over all images, channels and pixels of ``x`` (the authors' batches hold 100
+    test images), i.e. channel c of the pixels to [μ_c + σ_c·min, μ_c + σ_c·max] with μ, σ
+    of the model's Normalize layer: close to [0, 1] on a large batch, not equal to it.
+    ``eps`` is in pixel units (003's Table 1: 16/255; RobustAGA draws ε/(255σ) in
+    normalised units, the same noise). Draws come from ``generator`` in sample
     order, so results do not depend on ``batch_size``; the perturbed inputs of several
     samples are batched into one ``method`` call of up to ``batch_size`` inputs.
     Returns N values, or N×n_samples with ``return_samples=True``.
@@ -287,9 +408,16 @@ def rps(model: nn.Module, method: Callable, x: torch.Tensor, target=None, eps: f
     eps = check_eps(eps)
     check_int("n_samples", n_samples)
     check_int("batch_size", batch_size)
-    if clamp is not None and (len(clamp) != 2 or not clamp[0] <= clamp[1]):
-        raise ValueError(f"clamp must be None or a (low, high) pair with low <= high, got "
-                         f"{clamp!r}")
+    if isinstance(clamp, str):
+        if clamp != "robustaga":
+            raise ValueError(f"clamp must be None, 'robustaga' or a (low, high) pair, got "
+                             f"{clamp!r}")
+        mean, std = _normalization(model, x)
+        xn = (x - mean) / std
+        clamp = (mean + std * xn.min(), mean + std * xn.max())   # per channel, pixel units
+    elif clamp is not None and (len(clamp) != 2 or not clamp[0] <= clamp[1]):
+        raise ValueError(f"clamp must be None, 'robustaga' or a (low, high) pair with "
+                         f"low <= high, got {clamp!r}")
     kwargs = method_kwargs or {}
     target = resolve_target(model, x, target)
     n = x.shape[0]
@@ -320,7 +448,9 @@ def rps(model: nn.Module, method: Callable, x: torch.Tensor, target=None, eps: f
     for s in range(n_samples):
         u = torch.rand(x.shape, generator=generator, device=gen_device, dtype=x.dtype)
         xs = x + eps * (2 * u.to(x.device) - 1)
-        if clamp is not None:
+        if isinstance(clamp, tuple) and isinstance(clamp[0], torch.Tensor):
+            xs = torch.minimum(torch.maximum(xs, clamp[0]), clamp[1])
+        elif clamp is not None:
             xs = xs.clamp(clamp[0], clamp[1])
         for a in range(0, n, batch_size):
             b = min(a + batch_size, n)
