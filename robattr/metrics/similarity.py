@@ -327,11 +327,20 @@ def mass_center(a, *, reduce: Reduce = "abs_sum") -> torch.Tensor:
 
 
 def center_dislocation(a, b, *, reduce: Reduce = "abs_sum") -> torch.Tensor:
-    """000's mass-centre dislocation ("cdl"): the l2 distance, in pixels, between the
-    mass centres of the two maps (:func:`mass_center`). 000's App. C1 prints the
-    formula as ``sum_i |z_i - z'_i|``, which is an l1 map distance, not a centre
-    distance; its released code computes this centre distance (the Keras version
-    truncates each centre to integers first, the PyTorch one does not; we do not)."""
+    """000's mass-centre dislocation ("cdl"), per example: the Euclidean (l2) distance, in
+    pixels, between the centres of mass of the two maps.
+
+    Each map's mass is ``|a|`` summed over the channels (``reduce="abs_sum"``, 000's
+    saliency of a gradient × input map; ``reduce=None``: the maps as given, non-negative
+    N×H×W). Its centre is the mass-weighted mean (row, column) pixel index
+    (:func:`mass_center`), so the scale of a map does not matter, and the distance between
+    the two centres is ``sqrt(Δrow² + Δcol²)`` in pixels: 0 for maps with the same centre, at
+    most the image diagonal. 000's tables use it through :func:`robattr.evaluate.metrics_000`
+    (the clean and the attacked map of one method). 000's App. C1 prints the formula as
+    ``sum_i |z_i - z'_i|``, an l1 distance between the maps, not between their centres; its
+    released code computes the centre distance above (eval/keras_v1/utils.py and
+    eval/pytorch; the Keras version truncates each centre to integers first, the PyTorch one
+    does not, nor do we). Differentiable except where the centres coincide (gradient 0 there)."""
     a, b = check_pair(a, b)
     d = mass_center(a, reduce=reduce) - mass_center(b, reduce=reduce)
     sq = (d * d).sum(dim=1)
