@@ -46,7 +46,7 @@ from robattr.utils import cache_dir, get_device
 
 __all__ = [
     "DATASETS", "DatasetInfo", "DatasetNotFoundError", "InMemoryDataset", "FileDataset",
-    "info", "load", "data_root", "as_tensors", "loader", "sample_images",
+    "info", "load", "data_root", "as_tensors", "loader", "sample_images", "available",
 ]
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer",
@@ -412,3 +412,32 @@ def sample_images(size: int = 224):
         x = F.center_crop(F.resize(x, size, antialias=True), size)
         images.append(x.float().div_(255).clamp_(0, 1))
     return torch.stack(images), [name for name, _ in photos]
+
+
+# ----------------------------------------------------------------------------- presence
+
+def available(name, root=None) -> bool:
+    """Whether the files :func:`load` reads for dataset ``name`` are present, without
+    loading, checking or downloading anything: ``digits`` always (it ships with
+    scikit-learn); ``mnist`` / ``fashion_mnist`` the four uncompressed IDX files under
+    ``<root>/MNIST/raw`` / ``<root>/FashionMNIST/raw``; ``cifar10`` the pickles of
+    ``<root>/cifar-10-batches-py`` (when that folder exists, as :func:`load` then reads
+    it), else both ``<root>/cifar10-jpg/{train,test}`` folders;
+    ``flowers102`` ``<root>/flowers-102/jpg/`` with ``imagelabels.mat`` and ``setid.mat``;
+    any other name is an ImageFolder path, present when it is a folder. ``root`` as in
+    :func:`data_root`. A file that is present but corrupt still counts (``load`` finds it)."""
+    if name == "digits":
+        return True
+    if name not in DATASETS:
+        return isinstance(name, (str, os.PathLike)) and os.path.isdir(os.path.expanduser(name))
+    root = data_root(root)
+    if name in ("mnist", "fashion_mnist"):
+        raw = root / ("MNIST" if name == "mnist" else "FashionMNIST") / "raw"
+        return all((raw / f).is_file() for f in _MNIST_FILES)
+    if name == "cifar10":
+        pickles = root / "cifar-10-batches-py"
+        if pickles.is_dir():                           # load() then reads the pickles only
+            return all((pickles / f).is_file() for f in _CIFAR_FILES)
+        return all((root / "cifar10-jpg" / s).is_dir() for s in ("train", "test"))
+    folder = root / "flowers-102"                      # flowers102
+    return (folder / "jpg").is_dir() and all((folder / f).is_file() for f in _FLOWERS_FILES[1:])

@@ -17,6 +17,7 @@ examples:
   robattr build --jobs 2                         two notebooks at once on this machine
   robattr build --profile paper --executor ray --address auto     on a running Ray cluster
   robattr sweep example/digits_saliency -p epochs 2,5,15 -p arch mlp,cnn --jobs 2
+  robattr plan --profile paper                   data, models to train and time, before a build
 
 parameters: each notebook declares them in its parameters cell, one per line,
             `name = default  # RULE | help` (robattr list shows them); a value that breaks
@@ -74,6 +75,20 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("-o", "--output", help="folder for the runs (default sweeps/<notebook key>)")
     sw.add_argument("--no-figure", action="store_true", help="do not draw summary.png")
     _executor_args(sw)
+
+    pl = sub.add_parser("plan", help="what a profile will cost before it runs: data, models "
+                                     "to train, estimated time, references")
+    pl.add_argument("--profile", default="quick",
+                    help="quick (default), medium, paper, smoke or a .yml path")
+    pl.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
+    pl.add_argument("--models", action="store_true",
+                    help="one line per zoo model: cached (with its recorded seconds per epoch) "
+                         "or to train (with its estimate)")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+    pl.add_argument("--check", action="store_true",
+                    help="compare the estimates with the seconds of the book's last build "
+                         "of this profile, and the training estimates with the seconds per "
+                         "epoch the zoo recorded (with --models: per model)")
     return p
 
 
@@ -184,6 +199,28 @@ def _sweep(root: Path, args) -> int:
     return _failures(report.failed, "run(s)")
 
 
+def _plan(root: Path, args) -> int:
+    import json
+
+    from robattr.book import plan
+
+    def log(msg):
+        print(msg, file=sys.stderr)
+
+    if args.check:
+        rows = plan.check_against_stamps(root, args.profile, args.only, log=log)
+        train = plan.check_training(log=log)
+        if args.json:
+            print(json.dumps({"notebooks": rows, "training": train}, indent=1))
+        else:
+            print(plan.format_check(rows, args.profile))
+            print(plan.format_training_check(train, args.models))
+        return 0
+    p = plan.plan(root, args.profile, args.only, log=log)
+    print(json.dumps(p.to_dict(), indent=1) if args.json else plan.format_table(p, args.models))
+    return 0
+
+
 def _protect_values(argv: list[str]) -> list[str]:
     """``-p lam -1e-6``: argparse would read a value that starts with '-' (other than a
     plain negative number) as an option; a leading space keeps it a value, and YAML
@@ -208,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(root, args)
         if args.command == "sweep":
             return _sweep(root, args)
+        if args.command == "plan":
+            return _plan(root, args)
         return _build(root, args)
     except (ParameterError, FileNotFoundError) as err:
         print(f"robattr: error: {err}", file=sys.stderr)

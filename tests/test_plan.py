@@ -1,0 +1,396 @@
+"""robattr plan: the notebooks' declarations, the cost model, dataset presence, the table.
+
+The declarations are checked against reality: a notebook executed (smoke profile) with an
+empty zoo must train exactly the models its declaration lists. Two cheap notebooks run in
+every test session; the others are marked slow.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from robattr import data, zoo
+from robattr.book import builder, cli, notebooks, plan, profiles
+from robattr.book.params import ParameterError
+from robattr.catalog import LOSS_NAMES
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = [nb.key for nb in notebooks.discover(ROOT)]
+
+
+# ------------------------------------------------------------------ declarations
+def test_every_notebook_has_a_declaration_and_nothing_else():
+    assert set(plan.DECLARATIONS) == set(KEYS)
+
+
+@pytest.mark.parametrize("profile", profiles.PROFILES)
+def test_declarations_evaluate_in_every_profile(profile):
+    prof = profiles.load_profile(profile)
+    for nb in notebooks.discover(ROOT):
+        params = profiles.resolve(nb, prof)
+        cfgs = plan.declared_models(nb.key, params)
+        assert len({plan._zoo_key(c) for c in cfgs}) == len(cfgs), nb.key    # each once
+        for w in plan.declared_work(nb.key, params):
+            assert w.kind in plan._PASSES + ("step", "numpy", "eigh"), (nb.key, w)
+            assert math.isfinite(w.calls) and w.calls >= 0 and w.rows >= 0, (nb.key, w)
+        for name in plan.declared_data(nb.key, params):
+            assert isinstance(name, str)
+
+
+def test_three_notebooks_train_nothing():
+    prof = profiles.load_profile("quick")
+    empty = sorted(nb.key for nb in notebooks.discover(ROOT)
+                   if not plan.declared_models(nb.key, profiles.resolve(nb, prof)))
+    assert empty == ["joo2023/toy_fig1", "wangkong2025/montecarlo",
+                     "wangkong2025/theory_ball_smoothing"]
+
+
+def test_an_undeclared_notebook_is_a_clear_error():
+    with pytest.raises(ParameterError, match="no plan declaration"):
+        plan.declared_models("nowhere/nothing", {})
+
+
+@settings(max_examples=25, deadline=None)
+@given(method=st.sampled_from(LOSS_NAMES), epochs=st.integers(1, 500),
+       lr=st.floats(1e-5, 1.0), seed=st.integers(0, 10**6),
+       activation=st.sampled_from(["relu", "softplus"]))
+def test_the_plans_zoo_key_is_the_zoos(method, epochs, lr, seed, activation):
+    beta = 3.0 if activation == "softplus" else None
+    kw = dict(epochs=epochs, lr=lr, seed=seed, activation=activation, beta=beta)
+    cfg = zoo.config("digits", "cnn", method, **kw)
+    assert plan._zoo_key(cfg) == zoo.config_hash("digits", "cnn", method, **kw)
+
+
+def test_the_train_sizes_are_the_loaders():
+    assert len(data.load("digits", "train")) == plan.TRAIN_SIZES["digits"]
+
+
+# ------------------------------------------------------------------ the cost model
+FAM = plan.family("digits", "cnn")
+
+
+def test_families_name_shape_classes_and_precision():
+    assert FAM == "cnn:1x8x8:10"
+    assert plan.family("cifar10", "resnet20", float64=True) == "resnet20:3x32x32:10:float64"
+    big = plan.family(shape=(3, 224, 224), arch="resnet18", classes=1000)
+    assert big == "resnet18:3x224x224:1000"
+
+
+@given(images=st.integers(1, 500), per=st.integers(1, 300), repeat=st.integers(1, 50))
+def test_passes_count_rows_and_chunked_calls(images, per, repeat):
+    w = plan.grads(FAM, images, per, repeat)
+    assert w.rows == images * per * repeat
+    assert w.calls == repeat * math.ceil(images * per / plan.CHUNK)
+
+
+def test_attribution_costs_follow_their_sample_counts():
+    assert plan.attr(FAM, 4, "integrated_gradients", steps=50)[0].rows == 200
+    assert plan.attr(FAM, 4, "smoothgrad", n_samples=10)[0].rows == 40
+    relex = plan.attr(FAM, 4, "relex", epochs=20, n_noisy=8)[0]
+    assert relex.rows == 20 * 4 * 2 * 8 and relex.calls == 20           # two rows per copy
+    assert plan.attr(FAM, 4, "relex", epochs=20, batch=False)[0].rows == 20 * 4 * 2
+    with pytest.raises(ValueError, match="no cost declared"):
+        plan.attr(FAM, 4, "nonsense")
+
+
+def calibration(**kw):
+    cal = plan.Calibration("cpu", "test device", notebook=2.0, figure=0.5, numpy=1e-8, eigh=1e-9)
+    for kind in plan._PASSES:
+        cal.passes[f"{kind}|{FAM}"] = (1e-3, 1e-5)
+    cal.__dict__.update(kw)
+    return cal
+
+
+def test_the_cost_of_a_pass_is_linear_in_calls_and_rows():
+    cal = calibration()
+    assert cal.cost(plan.Work("grad", FAM, 10, 1000)) == pytest.approx(10 * 1e-3 + 1000 * 1e-5)
+    assert cal.cost(plan.numpy_draws(1e6)) == pytest.approx(1e-2)
+    assert cal.cost(plan.eigh(100, 3)) == pytest.approx(3 * 1e6 * 1e-9)
+    with pytest.raises(KeyError):
+        cal.cost(plan.Work("grad", "mlp:1x1x2:2", 1, 1))        # not calibrated
+
+
+def test_an_attack_with_a_surrogate_also_scores_its_iterates():
+    plain = plan.attack(FAM, 8, 10, 4)
+    both = plan.attack(FAM, 8, 10, 4, surrogate=True)
+    assert [w.kind for w in plain] == ["astep"] and plain[0].rows == 10 * 8 * 4
+    assert [w.kind for w in both] == ["astep", "grad"]
+
+
+# ------------------------------------------------------------------ calibration cache
+def test_calibration_is_measured_once_per_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
+    measured = []
+    monkeypatch.setattr(plan, "_measure_pass",
+                        lambda k, f, d: measured.append((k, f)) or (1e-3, 1e-5))
+    monkeypatch.setattr(plan, "_measure_numpy", lambda: 1e-8)
+    works = [plan.grads(FAM, 4), plan.fwd(FAM, 4), plan.numpy_draws(10)]
+    cal = plan.calibrate(works, "cpu", notebook=False)
+    assert sorted(measured) == [("fwd", FAM), ("grad", FAM)] and cal.numpy == 1e-8
+    again = plan.calibrate(works, "cpu", notebook=False)
+    assert len(measured) == 2 and again.passes == cal.passes          # read from the cache
+    files = list((tmp_path / "plan").glob("calibration-cpu-*.json"))
+    assert len(files) == 1 and "torch" in files[0].name
+
+
+def test_a_real_measurement_is_positive_and_grows_with_the_batch(monkeypatch, tmp_path):
+    t0, t1 = plan._measure_pass("grad", "mlp:1x1x4:2", plan_device())
+    assert t0 > 0 and t1 >= 0
+    sig = plan._step_signature(zoo.config("digits", "mlp", "ce", batch_size=16))
+    assert plan._measure_step(sig, plan_device()) > 0
+
+
+def plan_device():
+    import torch
+
+    return torch.device("cpu")
+
+
+# ------------------------------------------------------------------ the plan
+@pytest.fixture
+def fake_costs(tmp_path, monkeypatch):
+    """An empty zoo in a temporary cache and a calibration that measures nothing."""
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ROBATTR_TRAIN_SIZE", raising=False)
+    monkeypatch.chdir(ROOT)
+
+    def fake(works, device="auto", **kw):
+        cal = calibration()
+        for w in works:
+            if w.kind in plan._PASSES:
+                cal.passes.setdefault(f"{w.kind}|{w.family}", (1e-3, 1e-5))
+            elif w.kind == "step":
+                cal.steps[w.family] = 0.01
+        return cal
+
+    monkeypatch.setattr(plan, "calibrate", fake)
+    return tmp_path
+
+
+def cache_model(cfg, seconds_per_epoch=1.5):
+    """Put zoo files for a configuration in the (temporary) zoo, as if it were trained."""
+    key = plan._zoo_key(cfg)
+    wpath, jpath = zoo.paths(key)
+    wpath.write_bytes(b"weights")
+    jpath.write_text(json.dumps({"key": key, "config": cfg, "seconds_per_epoch": seconds_per_epoch,
+                                 "device_name": "a test CPU"}))
+
+
+def smoke_params(key, profile="quick"):
+    nb = notebooks.find(key, notebooks.discover(ROOT))
+    return profiles.resolve(nb, profiles.load_profile(profile))
+
+
+def test_plan_splits_models_into_cached_train_and_shared(fake_costs):
+    p = plan.plan(ROOT, "quick", only="example/*")
+    by = {nb.key: nb for nb in p.notebooks}
+    # the three example notebooks share their CE model: the first in the plan trains it
+    first, second = by["example/attacks_and_defenses"], by["example/digits_saliency"]
+    assert [m.status for m in first.models] == ["train"] * len(first.models)
+    assert [m.status for m in second.models] == ["shared"] and second.train_seconds == 0
+    assert by["example/attribution_methods"].models[0].status == "shared"
+    cfg = first.models[0].config
+    steps = cfg["epochs"] * math.ceil(plan.TRAIN_SIZES["digits"] / cfg["batch_size"])
+    assert first.models[0].steps == steps
+    assert first.models[0].seconds == pytest.approx(steps * 0.01 + 1e-3 * 2 + 360 * 1e-5)
+    cache_model(cfg)
+    again = {nb.key: nb for nb in plan.plan(ROOT, "quick", only="example/*").notebooks}
+    m = again["example/digits_saliency"].models[0]
+    assert m.status == "cached" and m.recorded_seconds_per_epoch == 1.5
+    assert m.recorded_device == "a test CPU"
+    assert p.seconds == pytest.approx(sum(nb.seconds for nb in p.notebooks))
+    assert all(nb.data == {"digits": True} for nb in p.notebooks)
+
+
+def test_plan_replays_models_as_trained(fake_costs):
+    cfgs = plan.declared_models("example/digits_saliency", smoke_params("example/digits_saliency"))
+    for cfg in cfgs:
+        cache_model(cfg)
+    keys = {plan._zoo_key(cfgs[0])}
+    assert plan.plan(ROOT, only="example/digits_saliency").notebooks[0].models[0].status == "cached"
+    replay = plan.plan(ROOT, only="example/digits_saliency", assume_trained=keys)
+    assert replay.notebooks[0].models[0].status == "train"
+
+
+def test_plan_says_which_data_is_missing(fake_costs, monkeypatch):
+    monkeypatch.setenv("ROBATTR_DATA", str(fake_costs / "no-data"))
+    p = plan.plan(ROOT, "paper", only="wangkong2025/attack_check")
+    assert p.notebooks[0].data == {"mnist": False}
+    text = plan.format_table(p)
+    assert "mnist MISSING" in text and "data missing: mnist" in text
+    assert f"looked under {fake_costs / 'no-data'}" in text
+    d = p.to_dict()
+    assert d["data_missing"] == ["mnist"] and json.loads(json.dumps(d)) == d
+
+
+def test_the_table_lists_every_notebook_a_total_and_models_on_request(fake_costs):
+    p = plan.plan(ROOT, "smoke", only="wangkong2025/*")
+    text = plan.format_table(p, models=True)
+    for nb in p.notebooks:
+        assert nb.key in text
+    assert text.splitlines()[-1].startswith("total: ")
+    assert "train   digits cnn softplus(3) ce, 10 epochs" in text
+
+
+def test_unknown_profile_and_empty_glob_are_errors(fake_costs, capsys):
+    assert cli.main(["plan", "--profile", "no_such_profile"]) == 2
+    assert "unknown profile 'no_such_profile'" in capsys.readouterr().err
+    assert cli.main(["plan", "--only", "nothing/*"]) == 2
+    assert "matches no notebook" in capsys.readouterr().err
+
+
+def test_cli_plan_prints_json(fake_costs, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["plan", "--profile", "smoke", "--only", "example/digits_saliency",
+                     "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["profile"] == "smoke" and out["notebooks"][0]["key"] == "example/digits_saliency"
+    assert out["notebooks"][0]["models"][0]["status"] == "train"
+
+
+def test_count_figures(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("plt.show()\nx = 1\nplt.show()"),
+                nbformat.v4.new_code_cell("viz.heatmap_grid(x, maps)"),
+                nbformat.v4.new_code_cell("viz.set_theme()"),
+                nbformat.v4.new_markdown_cell("plt.show()")]
+    nbformat.write(nb, tmp_path / "a.ipynb")
+    assert plan.count_figures(tmp_path / "a.ipynb") == 3
+
+
+def test_check_run_replays_the_trainings_of_that_run(fake_costs):
+    import nbformat
+
+    key_ = "example/digits_saliency"
+    cfg = plan.declared_models(key_, smoke_params(key_))[0]
+    cache_model(cfg)
+    key = plan._zoo_key(cfg)
+    run = nbformat.v4.new_notebook()
+    run.metadata["papermill"] = {"start_time": "2026-01-01T10:00:00",
+                                 "end_time": "2026-01-01T10:00:30", "duration": 30.0}
+    nbformat.write(run, fake_costs / "run.ipynb")
+    log = zoo.zoo_dir() / "trainings.jsonl"
+    log.write_text(json.dumps({"key": key, "created": "2026-01-01T10:00:10+00:00"}) + "\n")
+    r = plan.check_run(ROOT, "example/digits_saliency", fake_costs / "run.ipynb")
+    assert r["trained"] == 1 and r["actual"] == 30.0
+    assert r["ratio"] == pytest.approx(r["estimate"] / 30)
+    log.write_text(json.dumps({"key": key, "created": "2026-01-01T11:00:00+00:00"}) + "\n")
+    assert plan.check_run(ROOT, "example/digits_saliency", fake_costs / "run.ipynb")["trained"] == 0
+
+
+def test_check_training_compares_this_devices_models_with_their_records(fake_costs):
+    import platform
+
+    here = platform.processor() or platform.machine()
+    cfg = zoo.config("digits", "cnn", "ce", epochs=3)
+    cache_model(cfg, seconds_per_epoch=[0.2, 0.4])
+    other = zoo.config("digits", "mlp", "ce", epochs=3)
+    cache_model(other)
+    for c, name in ((cfg, here), (other, "another machine")):
+        jpath = zoo.paths(plan._zoo_key(c))[1]
+        meta = json.loads(jpath.read_text())
+        jpath.write_text(json.dumps({**meta, "device": "cpu", "device_name": name}))
+    rows = plan.check_training("cpu")
+    assert [r["key"] for r in rows] == [plan._zoo_key(cfg)]        # the other machine's is left out
+    steps = math.ceil(plan.TRAIN_SIZES["digits"] / cfg["batch_size"])
+    assert rows[0]["estimate"] == pytest.approx(steps * 0.01)
+    assert rows[0]["recorded"] == pytest.approx(0.3)
+    assert rows[0]["ratio"] == pytest.approx(rows[0]["estimate"] / 0.3)
+    text = plan.format_training_check(rows, full=True)
+    assert "1 zoo model(s)" in text and "digits cnn ce, 3 epochs" in text
+    assert "no model" in plan.format_training_check([])
+
+
+def test_format_check_marks_runs_made_with_other_parameters():
+    rows = [{"key": "a/b", "estimate": 10.0, "actual": 10.0, "ratio": 1.0, "trained": 0,
+             "params_changed": True}]
+    text = plan.format_check(rows, "quick")
+    assert "a/b*" in text and "changed since that run" in text
+
+
+def test_format_check_flags_ratios_outside_a_factor_of_three():
+    rows = [{"key": "a/b", "estimate": 10.0, "actual": 40.0, "ratio": 0.25, "trained": 0},
+            {"key": "a/c", "estimate": 10.0, "actual": 10.0, "ratio": 1.0, "trained": 1}]
+    text = plan.format_check(rows, "quick")
+    assert "a/b" in text and text.count("outside [1/3, 3]") == 1
+    assert "1 of 2 within a factor of 3" in text
+    assert "no notebook" in plan.format_check([], "quick")
+
+
+# ------------------------------------------------------------------ dataset presence
+def touch(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+
+
+MNIST = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+         "t10k-labels-idx1-ubyte")
+
+
+@pytest.mark.parametrize("name,folder", [("mnist", "MNIST"), ("fashion_mnist", "FashionMNIST")])
+def test_available_mnist_needs_all_four_raw_files(tmp_path, name, folder):
+    assert not data.available(name, tmp_path)
+    for f in MNIST[:3]:
+        touch(tmp_path / folder / "raw" / f)
+    assert not data.available(name, tmp_path)
+    touch(tmp_path / folder / "raw" / MNIST[3])
+    assert data.available(name, tmp_path)
+
+
+def test_available_cifar10_pickles_or_jpeg_tree(tmp_path):
+    assert not data.available("cifar10", tmp_path)
+    (tmp_path / "cifar10-jpg" / "train").mkdir(parents=True)
+    assert not data.available("cifar10", tmp_path)
+    (tmp_path / "cifar10-jpg" / "test").mkdir()
+    assert data.available("cifar10", tmp_path)
+    pickles = tmp_path / "cifar-10-batches-py"
+    touch(pickles / "data_batch_1")                 # load() then reads the pickles only
+    assert not data.available("cifar10", tmp_path)
+    for f in [f"data_batch_{i}" for i in range(2, 6)] + ["test_batch", "batches.meta"]:
+        touch(pickles / f)
+    assert data.available("cifar10", tmp_path)
+
+
+def test_available_flowers_folders_digits_and_root(tmp_path, monkeypatch):
+    assert not data.available("flowers102", tmp_path)
+    (tmp_path / "flowers-102" / "jpg").mkdir(parents=True)
+    touch(tmp_path / "flowers-102" / "imagelabels.mat")
+    assert not data.available("flowers102", tmp_path)
+    touch(tmp_path / "flowers-102" / "setid.mat")
+    assert data.available("flowers102", tmp_path)
+    assert data.available("digits", tmp_path / "nowhere")
+    assert data.available(str(tmp_path)) and not data.available(str(tmp_path / "missing"))
+    monkeypatch.setenv("ROBATTR_DATA", str(tmp_path))      # the default root
+    assert data.available("flowers102") and not data.available("mnist")
+
+
+# ------------------------------------------------------------------ declarations against runs
+CHEAP = {"example/digits_saliency", "wangkong2025/certified_eps"}
+
+
+def trained_configs(cache: Path) -> list[str]:
+    return sorted(json.dumps(json.loads(p.read_text())["config"], sort_keys=True)
+                  for p in (cache / "zoo").glob("*.json"))
+
+
+@pytest.mark.parametrize("key", [pytest.param(k, marks=() if k in CHEAP else pytest.mark.slow)
+                                 for k in KEYS])
+def test_a_smoke_run_trains_exactly_the_declared_models(key, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ROBATTR_CACHE", str(cache))
+    monkeypatch.delenv("ROBATTR_TRAIN_SIZE", raising=False)
+    nb = notebooks.find(key, notebooks.discover(ROOT))
+    prof = profiles.load_profile("smoke")
+    params = profiles.resolve(nb, prof)
+    failure = builder.run_one(nb, params, root=ROOT, profile="smoke",
+                              output=tmp_path / "out.ipynb", progress=False)
+    assert failure is None, str(failure)
+    declared = plan.declared_models(key, params, profiles.effective_train_size(prof))
+    assert trained_configs(cache) == sorted(json.dumps(c, sort_keys=True) for c in declared)
