@@ -73,4 +73,4 @@ def read(path) -> "pandas.DataFrame":  # noqa: F821
         d = {"metric": r["metric"], "value": float(r["value"])}
         d.update(json.loads(r["labels"] or "{}"))
         parsed.append(d)
-    return pd.DataFrame(parsed)
+    return pd.DataFrame(parsed) if parsed else pd.DataFrame(columns=["metric", "value"])

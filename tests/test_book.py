@@ -33,6 +33,9 @@ def built(tmp_path_factory):
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, dst / name)
+    if (ROOT / "reference").is_dir():            # the committed reference runs, shown by the build
+        shutil.copytree(ROOT / "reference", dst / "reference",
+                        ignore=shutil.ignore_patterns("*.lock"))
     if (ROOT / "book" / "mathjax").is_dir():      # installed by `make`; copied for the maths check
         shutil.copytree(ROOT / "book" / "mathjax", dst / "book" / "mathjax")
     mp = pytest.MonkeyPatch()
@@ -125,3 +128,23 @@ def test_every_shipped_profile_resolves_for_every_notebook(name):
         changed = {nb.key.split("/")[0] for nb in notebooks
                    if profiles.resolve(nb, prof) != profiles.resolve(nb, "quick")}
         assert changed == {nb.key.split("/")[0] for nb in notebooks}
+
+
+@pytest.mark.slow
+def test_every_kept_reference_is_shown_beside_the_build(built):
+    from robattr import results
+    from robattr.book import reference
+
+    dst, _ = built
+    names = reference.profiles(dst)
+    if not names:
+        pytest.skip("no reference run is committed")
+    page = (dst / "book" / "verdicts.md").read_text()
+    for name in names:
+        assert f" {name} ref |" in page and f"## Where the {name} reference decides otherwise" in page
+        for key, state in reference.status(dst, name).items():
+            metrics = set(results.read(reference.results_file(dst, name, key))["metric"]) \
+                if state != "missing" else set()
+            if metrics & {"compare", "claim"}:     # its page shows the reference's label
+                html = (dst / "book" / "_build" / "html" / "book" / f"{key}.html").read_text()
+                assert f"{name} ref (" in html, key

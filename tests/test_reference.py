@@ -105,7 +105,7 @@ def test_keep_reference_then_show_it_beside_a_later_build(book, tmp_path):
                            progress=False, log=quiet)
     assert report.executed == ["ch/one"]
     prov = reference.provenance(book, "medium")["ch/one"]
-    assert prov["params"]["n"] == 2 and prov["train_size"] == 7 and prov["profile"] == "prof"
+    assert prov["params"]["n"] == 2 and prov["train_size"] == 7 and prov["profile"] == medium
     assert prov["commit"] == "unknown" and prov["seconds"] > 0 and prov["device"].startswith("CPU")
     assert reference.status(book, "medium") == {"ch/one": "fresh"}
 
@@ -128,6 +128,22 @@ def test_keep_reference_then_show_it_beside_a_later_build(book, tmp_path):
     (row,) = printed_table(out)
     assert row["medium ref (mnist, stale)"] == 0.25
     assert f"{NOT} (stale)" in verdicts_page.write(book, log=quiet).read_text()
+
+
+@pytest.mark.slow
+def test_a_reference_goes_stale_when_its_profile_changes(book, tmp_path):
+    medium = profile(tmp_path, "notebooks:\n  ch/one: {n: 2}\n")
+    builder.build(book, profile=medium, keep_reference="medium", html=False, progress=False,
+                  log=quiet)
+    assert reference.status(book, "medium") == {"ch/one": "fresh"}
+    profile(tmp_path, "notebooks:\n  ch/one: {n: 3}\n")             # same file, new value
+    assert reference.status(book, "medium") == {"ch/one": "stale"}
+    profile(tmp_path, "train_size: 9\nnotebooks:\n  ch/one: {n: 2}\n")
+    assert reference.status(book, "medium") == {"ch/one": "stale"}
+    profile(tmp_path, "notebooks:\n  ch/one: {n: 2}\n")
+    assert reference.status(book, "medium") == {"ch/one": "fresh"}
+    (nb,) = notebooks.discover(book)
+    assert reference.for_notebook(book, nb)["medium"]["meta"]["stale"] is False
 
 
 @pytest.mark.slow
@@ -215,7 +231,13 @@ def test_profile_train_size_reaches_the_kernel_and_the_stamp(book, tmp_path, mon
     assert profiles.effective_train_size(prof) == 300
     assert stamp(nb, params, "fp32", 300) != stamp(nb, params, "fp32")
     assert stamp(nb, params, "fp32", None) == stamp(nb, params)
-    for bad in ("0", "1.5", "'many'", "true"):
+    per = profiles.load_profile(profile(tmp_path, "train_size: {default: 300, 'ch/*': 40, "
+                                                  "'ch/two': 7}\n"))
+    assert profiles.effective_train_size(per, "ch/one") == 40
+    assert profiles.effective_train_size(per, "ch/two") == 7
+    assert profiles.effective_train_size(per, "other/x") == 300
+    assert executors.make_job(nb, params, per).env[zoo.TRAIN_SIZE_ENV] == "40"
+    for bad in ("0", "1.5", "'many'", "true", "{default: 0}", "{'ch/*': x}"):
         with pytest.raises(ParameterError, match="train_size must be an integer >= 1"):
             profiles.load_profile(profile(tmp_path, f"train_size: {bad}\n"))
 

@@ -89,7 +89,8 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
         for nb, params in plan:
             if not force and nb.output(book_dir).exists() \
                     and stamps.get(nb.key, {}).get("stamp") \
-                    == stamp(nb, params, effective_precision(prof), effective_train_size(prof)):
+                    == stamp(nb, params, effective_precision(prof),
+                             effective_train_size(prof, nb.key)):
                 report.skipped.append(nb.key)
                 continue
             todo[nb.key] = (nb, params)
@@ -109,7 +110,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
         if failure is None:
             report.executed.append(nb.key)
             if keep_reference:
-                _keep(root, keep_reference, nb, params, prof, res.seconds)
+                _keep(root, keep_reference, nb, params, profile, res.seconds)
             log(f"[{i}/{len(todo)}] {nb.key}: done in {res.seconds:.1f} s")
         else:
             report.failed.append(failure)
@@ -118,7 +119,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
         stamps = read_stamps(book_dir)
         for nb, params in plan:
             if nb.key in report.skipped:
-                _keep(root, keep_reference, nb, params, prof,
+                _keep(root, keep_reference, nb, params, profile,
                       stamps.get(nb.key, {}).get("seconds"))
         log(f"kept reference {keep_reference!r}: "
             f"{len(report.executed) + len(report.skipped)} notebook(s) in "
@@ -140,7 +141,7 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
     if output is not None:
         prof = load_profile(profile)
         os.environ[PROFILE_ENV] = profile_label(nb, params, prof)
-        os.environ.update(profile_env(prof))
+        os.environ.update(profile_env(prof, nb.key))
         return execute(nb, params, Path(output), progress=progress)
     book_dir = root / "book"
     with stamps_lock(book_dir):
@@ -154,13 +155,15 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
     return _into_book(nb, params, res, book_dir, profile)
 
 
-def _keep(root: Path, name: str, nb: Notebook, params: dict[str, Any], prof: dict,
+def _keep(root: Path, name: str, nb: Notebook, params: dict[str, Any], profile: str,
           seconds: float | None) -> None:
-    """Keep ``nb``'s results in the book as reference ``name``."""
+    """Keep ``nb``'s results in the book as reference ``name`` (``profile``: the name or
+    path the build was given, so :func:`reference.is_stale` can resolve it again)."""
+    prof = load_profile(profile)
     csv = results_path(nb.output(root / "book"))
-    reference.keep(root, name, nb, csv if csv.exists() else None, profile=prof["name"],
+    reference.keep(root, name, nb, csv if csv.exists() else None, profile=profile,
                    params=params, seconds=seconds, precision=effective_precision(prof),
-                   train_size=effective_train_size(prof))
+                   train_size=effective_train_size(prof, nb.key))
 
 
 def _drop_orphans(book_dir: Path, keys: set[str], log) -> None:
@@ -196,7 +199,8 @@ def _into_book(nb: Notebook, params: dict[str, Any], res: JobResult, book_dir: P
         stamps = read_stamps(book_dir)
         if res.ok:
             prof = load_profile(profile)
-            precision, n_train = effective_precision(prof), effective_train_size(prof)
+            precision = effective_precision(prof)
+            n_train = effective_train_size(prof, nb.key)
             stamps[nb.key] = {"stamp": stamp(nb, params, precision, n_train), "params": params,
                               "profile": profile, "precision": precision,
                               "seconds": round(res.seconds, 1)}

@@ -87,7 +87,7 @@ def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None 
     claims, the profile's precision and training-set size) and the reference runs to show
     beside its numbers (:func:`robattr.book.reference.for_notebook`)."""
     res = resources(prof, nb.key)
-    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof), **profile_env(prof)}
+    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof), **profile_env(prof, nb.key)}
     return Job(name=name or nb.key, key=nb.key, source=nb.path.read_bytes(), params=params,
                output_name=output_name or nb.path.name, cpus=res["cpus"], gpus=res["gpus"],
                env=env, references=references or {})

@@ -1449,14 +1449,13 @@ def plan(root=None, profile: str = "quick", only: str | None = None, *,
 
     root = project_root(root)
     prof = load_profile(profile)
-    n_train = effective_train_size(prof)
     nbs = _select(discover(root), only)
     refs = _reference_status(root, prof["name"], nbs)
     items = []
     for nb in nbs:
         params = resolve(nb, prof)
         dev = get_device(params.get("device", "auto"))
-        cfgs = declared_models(nb.key, params, n_train)
+        cfgs = declared_models(nb.key, params, effective_train_size(prof, nb.key))
         items.append((nb, params, dev, cfgs, declared_work(nb.key, params)))
     cals = {}
     for dev in dict.fromkeys(d for _, _, d, _, _ in items):

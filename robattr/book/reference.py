@@ -13,7 +13,8 @@ Every later build hands each notebook its references (:func:`for_notebook`, carr
 the :class:`~robattr.book.executors.Job`), so :func:`robattr.papers.compare` and
 :func:`robattr.papers.claim` show them beside this build's numbers; the Verdicts page
 has a column per reference. A reference whose notebook source changed since it was made
-is *stale* (:func:`status`), and is labelled so wherever it is shown.
+is *stale* (:func:`status`), and so is one whose profile now gives the notebook other
+parameters; a stale reference is labelled so wherever it is shown.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from typing import Any
 from robattr.book.notebooks import Notebook
 from robattr.book.stamps import stamps_lock
 
-__all__ = ["FOLDER", "PROVENANCE", "commit", "keep", "provenance", "profiles", "status",
+__all__ = ["FOLDER", "PROVENANCE", "commit", "keep", "provenance", "profiles", "status", "is_stale",
            "for_notebook", "install", "results_file", "source_sha256"]
 
 FOLDER = "reference"
@@ -117,9 +118,28 @@ def keep(root: Path, name: str, nb: Notebook, results_csv: Path | None, *, profi
     return dest
 
 
+def is_stale(nb: Notebook, entry: dict[str, Any]) -> bool:
+    """Whether a kept run no longer shows what its profile computes today: the notebook's
+    source changed, or the profile (when it still exists) now gives the notebook other
+    parameters or another training-set size."""
+    from robattr.book.params import ParameterError
+    from robattr.book.profiles import effective_train_size, load_profile, resolve
+
+    if entry.get("source_sha256") != source_sha256(nb):
+        return True
+    try:
+        prof = load_profile(str(entry.get("profile")))
+        params = resolve(nb, prof)
+    except ParameterError:
+        return False            # a profile file that is gone: only the source can tell
+    same = json.dumps(params, sort_keys=True, default=str) == \
+        json.dumps(entry.get("params"), sort_keys=True, default=str)
+    return not same or effective_train_size(prof, nb.key) != entry.get("train_size")
+
+
 def status(root: Path, name: str, notebooks: list[Notebook] | None = None) -> dict[str, str]:
-    """``{key: "fresh" | "stale" | "missing"}`` of reference ``name`` for every notebook:
-    stale when the notebook's source changed since the reference was made."""
+    """``{key: "fresh" | "stale" | "missing"}`` of reference ``name`` for every notebook
+    (stale: :func:`is_stale`)."""
     from robattr.book.notebooks import discover
 
     prov = provenance(root, name)
@@ -129,7 +149,7 @@ def status(root: Path, name: str, notebooks: list[Notebook] | None = None) -> di
         if entry is None or not results_file(root, name, nb.key).is_file():
             out[nb.key] = "missing"
         else:
-            out[nb.key] = "fresh" if entry.get("source_sha256") == source_sha256(nb) else "stale"
+            out[nb.key] = "stale" if is_stale(nb, entry) else "fresh"
     return out
 
 
@@ -145,7 +165,7 @@ def for_notebook(root: Path, nb: Notebook, exclude: str | None = None) -> dict[s
         path = results_file(root, name, nb.key)
         if entry is None or not path.is_file():
             continue
-        meta = {**entry, "stale": entry.get("source_sha256") != source_sha256(nb)}
+        meta = {**entry, "stale": is_stale(nb, entry)}
         out[name] = {"meta": meta, "csv": path.read_bytes()}
     return out
 

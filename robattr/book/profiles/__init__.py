@@ -13,7 +13,8 @@ keys to parameter values; ``quick`` (the default) keeps the notebooks' own defau
 A chapter keeps its notebooks' settings for every profile in one file,
 ``profiles/chapters/<chapter>.yml``. A profile may also set ``precision:`` (the
 precision on CUDA, :mod:`robattr.precision`), ``train_size:`` (the zoo trains its models on
-the first *n* images of each train split, :func:`robattr.zoo.effective_train_size`) and
+the first *n* images of each train split, :func:`robattr.zoo.effective_train_size`; an
+integer, or ``{default: n, <notebook glob>: n}``) and
 ``resources:`` (CPUs and GPUs per notebook, for the executors). :func:`resolve` gives one notebook's values: its
 defaults ← the profile ← the command line, checked against the notebook's rules.
 """
@@ -54,10 +55,12 @@ def load_profile(name: str) -> dict[str, Any]:
         raise ParameterError(f"profile {name!r}: precision must be one of "
                              f"{', '.join(PRECISIONS)}, got {data['precision']!r}")
     n_train = data.get("train_size")
-    if n_train is not None and (not isinstance(n_train, int) or isinstance(n_train, bool)
-                                or n_train < 1):
-        raise ParameterError(f"profile {name!r}: train_size must be an integer >= 1, "
-                             f"got {n_train!r}")
+    for value in (n_train.values() if isinstance(n_train, dict) else [n_train]):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 1):
+            raise ParameterError(f"profile {name!r}: train_size must be an integer >= 1 "
+                                 f"(or a map from 'default' and notebook globs to one), "
+                                 f"got {value!r}")
     for pattern, spec in (data.get("resources") or {}).items():
         bad = set(spec or {}) - {"cpus", "gpus"}
         if bad or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0
@@ -144,14 +147,28 @@ def precision_env(prof: dict) -> dict[str, str]:
     return {"ROBATTR_PRECISION": prof["precision"]} if prof.get("precision") else {}
 
 
-def profile_env(prof: dict) -> dict[str, str]:
-    """The environment a profile gives its notebooks' kernels: :func:`precision_env`, and
-    ``ROBATTR_TRAIN_SIZE`` when it sets ``train_size:`` (read by :mod:`robattr.zoo`)."""
+def _profile_train_size(prof: dict, key: str | None) -> int | None:
+    """The profile's ``train_size:`` for notebook ``key``: an integer, or a map
+    ``{default: n, <glob>: n}`` whose last matching entry wins (like ``resources:``)."""
+    value = prof.get("train_size")
+    if not isinstance(value, dict):
+        return value
+    out = None
+    for pattern, n in value.items():
+        if pattern == "default" or (key is not None and fnmatch.fnmatch(key, pattern)):
+            out = n
+    return out
+
+
+def profile_env(prof: dict, key: str | None = None) -> dict[str, str]:
+    """The environment a profile gives notebook ``key``'s kernel: :func:`precision_env`,
+    and ``ROBATTR_TRAIN_SIZE`` when it sets ``train_size:`` (read by :mod:`robattr.zoo`)."""
     from robattr.catalog import TRAIN_SIZE_ENV
 
     env = precision_env(prof)
-    if prof.get("train_size"):
-        env[TRAIN_SIZE_ENV] = str(prof["train_size"])
+    n_train = _profile_train_size(prof, key)
+    if n_train:
+        env[TRAIN_SIZE_ENV] = str(n_train)
     return env
 
 
@@ -162,13 +179,15 @@ def effective_precision(prof: dict) -> str:
         or "fp32"
 
 
-def effective_train_size(prof: dict) -> int | None:
-    """The training-set size the zoo uses for this profile's notebooks: the profile's
-    ``train_size:``, else ``$ROBATTR_TRAIN_SIZE``, else ``None`` (whole train splits)."""
+def effective_train_size(prof: dict, key: str | None = None) -> int | None:
+    """The training-set size the zoo uses for notebook ``key`` in this profile: the
+    profile's ``train_size:`` (for that key), else ``$ROBATTR_TRAIN_SIZE``, else ``None``
+    (whole train splits)."""
     from robattr.catalog import TRAIN_SIZE_ENV
 
-    if prof.get("train_size"):
-        return int(prof["train_size"])
+    n_train = _profile_train_size(prof, key)
+    if n_train:
+        return int(n_train)
     env = os.environ.get(TRAIN_SIZE_ENV, "").strip()
     return int(env) if env.isdigit() and int(env) >= 1 else None
 
