@@ -18,7 +18,9 @@ notebook's list of blocks into the runs whose data are here (:mod:`robattr.block
 :func:`run_model` / :func:`eval_images` give each run its model and images. Two checks of
 the released code's conventions: :func:`channel_mean_top_eigenvalue` (SSR's eigenvalue with
 W averaged over colour channels, as the Keras loss does) and :func:`ug_reading_overlap`
-(Uniform Gradient as the Keras evaluation computes it, against ours).
+(Uniform Gradient as the Keras evaluation computes it, against ours). Table 3's cost claim
+rests on :func:`interleaved_step_seconds`: every method's training step timed fresh, in one
+process, on the same batches, the methods interleaved round by round.
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ __all__ = ["ATTACK_LABELS", "protocol_methods", "attack_curves", "mean_curves", 
            "cell_values", "cell_verdict", "smoothed_vs_gradient", "no_attack_kin",
            "TABLE2_BLOCKS", "table2_runs", "run_model", "eval_images", "run_label",
            "correct_indices", "prepare_run", "run_summary", "table56_run", "table5_models",
-           "channel_mean_top_eigenvalue", "uniform_grad_keras", "ug_reading_overlap"]
+           "channel_mean_top_eigenvalue", "uniform_grad_keras", "ug_reading_overlap",
+           "interleaved_step_seconds"]
 
 #: The attacks' names in the tables.
 ATTACK_LABELS = {"topk": "TopK", "manipulate": "Manipulate", "mass_center": "Mass center (on SM)"}
@@ -432,3 +435,107 @@ def table5_models(run: dict | None, *, dataset: str, arch: str, epochs: int, at_
     return {"Natural": zoo.get_model(dataset, arch, "ce", epochs=epochs, device=device, progress=False),
             "AT": zoo.get_model(dataset, arch, "at", epochs=epochs, norm="linf", eps=at_eps,
                                 steps=at_steps, step_size=at_eps / 4, device=device, progress=False)}
+
+
+# --------------------------------------------------------------------------- Table 3's cost
+def _timing_losses(models: dict, losses) -> dict:
+    """Each model's training loss: ``losses[name]`` (a loss name, a ``(name, hparams)`` pair
+    or a :class:`robattr.train.Loss`) where given, else the model's zoo configuration."""
+    from robattr.train import make_loss
+
+    losses = {} if losses is None else dict(losses)
+    unknown = sorted(set(losses) - set(models))
+    if unknown:
+        raise ValueError(f"losses names {unknown}, which are not among the models {list(models)}")
+    out = {}
+    for name, model in models.items():
+        spec = losses.get(name)
+        if spec is None:
+            cfg = (getattr(model, "zoo_meta", None) or {}).get("config")
+            if not cfg:
+                raise ValueError(f"model {name!r} has no zoo configuration: give its loss in losses=")
+            out[name] = make_loss(cfg["method"], **cfg["loss"])
+        elif isinstance(spec, tuple):
+            out[name] = make_loss(spec[0], **dict(spec[1]))
+        else:
+            out[name] = make_loss(spec)
+    return out
+
+
+def interleaved_step_seconds(models: dict, x: torch.Tensor, y: torch.Tensor, *, batch_size: int,
+                             rounds: int = 5, seed: int = 0, losses: dict | None = None,
+                             clock=None) -> dict[str, np.ndarray]:
+    """Seconds of one training step (the loss, then its backward pass) of each model's own
+    loss, timed fresh in this process, on the same batches, the methods interleaved.
+
+    ``models``: ``{name: model}``; each loss is the model's zoo configuration
+    (``model.zoo_meta["config"]``) unless ``losses[name]`` gives it (a loss name, a
+    ``(name, hparams)`` pair or a :class:`robattr.train.Loss`). Every one of ``rounds``
+    rounds draws one batch of ``batch_size`` examples of ``(x, y)`` (seeded by ``seed``) and
+    times one step of every model on that batch, in the models' order on even rounds and in
+    the reverse order on odd ones, so a change of the machine's load between rounds reaches
+    every method alike. Each model steps on its own copy in train mode (the models are not
+    touched; no optimiser step, which costs the same for every loss of one architecture),
+    after one untimed warm-up step on the first batch. ``clock`` defaults to wall time
+    around a ``torch.cuda.synchronize`` on CUDA and to the process's CPU time
+    (``time.process_time``: what this process computed, not how long other processes kept
+    the CPU) elsewhere.
+
+    Returns ``{name: array of rounds seconds}``, paired by round: their spread over the
+    rounds is the timing noise a verdict needs. At one batch size the ratio of two methods'
+    step times is the ratio of their epoch times.
+    """
+    import copy
+    import time
+
+    if not hasattr(models, "items") or not models:
+        raise ValueError("models must be a non-empty mapping name -> model")
+    for name, m in models.items():
+        if not isinstance(m, nn.Module):
+            raise TypeError(f"models[{name!r}] is not a torch module: {type(m).__name__}")
+    for label, v in (("batch_size", batch_size), ("rounds", rounds)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{label} must be an integer >= 1, got {v!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if not (torch.is_tensor(x) and torch.is_tensor(y)) or x.ndim < 2 or y.ndim != 1 \
+            or len(x) != len(y) or len(x) == 0:
+        raise ValueError("x must be a batch of inputs and y their labels (1-D), of the same "
+                         f"non-zero length; got shapes {tuple(getattr(x, 'shape', ()))} and "
+                         f"{tuple(getattr(y, 'shape', ()))}")
+    if batch_size > len(x):
+        raise ValueError(f"batch_size {batch_size} is larger than the {len(x)} examples given")
+    loss_fns = _timing_losses(models, losses)
+    copies = {name: copy.deepcopy(m).train() for name, m in models.items()}
+    devices = {name: next(iter(m.parameters()), x).device for name, m in copies.items()}
+    cuda = any(d.type == "cuda" for d in devices.values())
+    if clock is None:
+        clock = time.perf_counter if cuda else time.process_time
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    def step(name, xb, yb):
+        m = copies[name]
+        xb, yb = xb.to(devices[name]), yb.to(devices[name])
+        sync()
+        t0 = clock()
+        value, _ = loss_fns[name](m, xb, yb)
+        value.backward()
+        sync()
+        seconds = clock() - t0
+        m.zero_grad(set_to_none=True)
+        return seconds
+
+    g = torch.Generator().manual_seed(int(seed))
+    batches = [torch.randperm(len(x), generator=g)[:batch_size].to(x.device) for _ in range(rounds)]
+    names = list(models)
+    for name in names:                                   # warm-up: caches, allocator, lazy init
+        step(name, x[batches[0]], y[batches[0]])
+    times = {name: np.empty(rounds) for name in names}
+    for r, idx in enumerate(batches):
+        xb, yb = x[idx], y[idx]
+        for name in (names if r % 2 == 0 else names[::-1]):
+            times[name][r] = step(name, xb, yb)
+    return times
