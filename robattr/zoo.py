@@ -285,7 +285,8 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
     ``method`` is a loss name from :data:`robattr.train.LOSSES`; ``loss_hparams`` go to
     that loss. ``activation="softplus"`` needs ``beta`` (the model is trained with it).
     ``train_size`` (default ``$ROBATTR_TRAIN_SIZE``, else the whole split) trains on the
-    first images of the train split only. ``retrain=True`` discards a cached copy. Every call returns a fresh module; its
+    first images of the train split only (all of them when the split is smaller; the
+    metadata's ``train_images`` says how many). ``retrain=True`` discards a cached copy. Every call returns a fresh module; its
     metadata (config, test accuracy, timings, versions) is ``model.zoo_meta``.
     """
     cfg = config(dataset, arch, method, epochs=epochs, lr=lr, batch_size=batch_size,
@@ -319,10 +320,8 @@ def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
     model = build(cfg["arch"], dataset, cfg["activation"], cfg["beta"])
     t0 = time.perf_counter()
     train_set = data.load(dataset, split="train")
-    if cfg.get("train_size") is not None:
-        if cfg["train_size"] > len(train_set):
-            raise ValueError(f"train_size={cfg['train_size']} is larger than the train split "
-                             f"of {dataset!r} ({len(train_set)} images)")
+    if cfg.get("train_size") is not None and cfg["train_size"] < len(train_set):
+        # a profile-wide train_size caps the larger splits and leaves smaller ones whole
         train_set = torch.utils.data.Subset(train_set, range(cfg["train_size"]))
     hist = fit(model, train_set, loss=_loss(cfg),
                epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"],
@@ -335,6 +334,7 @@ def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
         "zoo_format": ZOO_FORMAT,
         "config": cfg,
         "test_acc": test_acc,
+        "train_images": len(train_set),
         "train_acc": hist.train_acc[-1],
         "final_loss": hist.loss[-1],
         "seconds_per_epoch": hist.seconds_per_epoch,

@@ -216,8 +216,10 @@ def test_train_size_trains_on_the_first_images(tmp_path, monkeypatch):
     monkeypatch.setattr(train, "fit", spy)
     model = zoo.get_model("digits", "mlp", epochs=1, train_size=50, progress=False)
     assert seen["n"] == 50 and model.zoo_meta["config"]["train_size"] == 50
-    with pytest.raises(ValueError, match="larger than the train split"):
-        zoo.get_model("digits", "mlp", epochs=1, train_size=10**6, progress=False)
+    assert model.zoo_meta["train_images"] == 50
+    # a size above the split's trains on the whole split (a profile-wide cap)
+    whole = zoo.get_model("digits", "mlp", epochs=1, train_size=10**6, progress=False)
+    assert seen["n"] == 1437 and whole.zoo_meta["train_images"] == 1437
 
 
 def test_profile_train_size_reaches_the_kernel_and_the_stamp(book, tmp_path, monkeypatch):
