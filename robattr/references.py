@@ -21,7 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "available", "label", "rows", "compare_values", "claim_verdict"]
+__all__ = ["ENV", "available", "label", "rows", "compare_values", "claim_verdict",
+           "value_columns"]
 
 ENV = "ROBATTR_REFERENCE_DIR"
 
@@ -94,3 +95,14 @@ def claim_verdict(profile: str, text: str) -> str | None:
         return None
     hit = df[(df["metric"] == "claim") & (df["text"] == text)]
     return None if hit.empty else str(hit["verdict"].iloc[0])
+
+
+def value_columns(compared, ours: str = "ours", paper: str = "paper") -> list[str]:
+    """The value columns of a :func:`robattr.papers.compare` frame in display order: ours,
+    each reference column (named by :func:`label`), the paper's. For code that reshapes a
+    compared table and must keep the references."""
+    import re
+
+    refs = [c for c in compared.columns if isinstance(c, str)
+            and re.fullmatch(r"\S+ ref( \(.*\))?", c)]
+    return [c for c in (ours, *refs, paper) if c in compared.columns]

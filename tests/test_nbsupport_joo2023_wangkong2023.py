@@ -350,6 +350,12 @@ def test_bound_table_and_side_by_side():
     wide = T.side_by_side(cmp, ["eps", "model"], ["T_hat_e", "T_e"])
     assert list(wide.columns) == [("T_hat_e", "ours"), ("T_hat_e", "paper"), ("T_e", "ours"), ("T_e", "paper")]
     assert wide.loc[("0.1", "AT"), ("T_e", "ours")] == 2.0
+    # a reference run's column (robattr.references) stays beside ours
+    ref = T.side_by_side(cmp.assign(**{"medium ref (mnist, abc1234)": 2 * tidy.value}),
+                         ["eps", "model"], ["T_e"])
+    assert list(ref.columns) == [("T_e", "ours"), ("T_e", "medium ref (mnist, abc1234)"),
+                                 ("T_e", "paper")]
+    assert ref.loc[("0.1", "AT"), ("T_e", "medium ref (mnist, abc1234)")] == 4.0
 
 
 def test_eps_label_guarded_and_random_deviation():

@@ -86,16 +86,19 @@ def bound_table(runs: dict, norm: str, quantities, labels: dict):
 def side_by_side(compared, index, quantities, *, drop_empty_rows: bool = False):
     """A :func:`robattr.papers.compare` frame (columns ``quantity``, ``ours``, ``paper``) as a wide
     table: one row per ``index`` tuple, and for each quantity (in the given order) our value beside
-    the paper's. ``drop_empty_rows`` drops the rows where every value is missing (index
+    each reference run's and the paper's. ``drop_empty_rows`` drops the rows where every value is missing (index
     combinations that pivoting creates but neither side has)."""
     import pandas as pd
 
+    from robattr.references import value_columns
+
     quantities = list(quantities)
-    w = compared.pivot_table(index=list(index), columns="quantity", values=["ours", "paper"], dropna=False)
-    w = w.reindex(columns=pd.MultiIndex.from_product([["ours", "paper"], quantities]))
+    values = value_columns(compared)          # ours, any reference runs, the paper's
+    w = compared.pivot_table(index=list(index), columns="quantity", values=values, dropna=False)
+    w = w.reindex(columns=pd.MultiIndex.from_product([values, quantities]))
     if drop_empty_rows:
         w = w.dropna(how="all")
-    return w.swaplevel(axis=1).reindex(columns=pd.MultiIndex.from_product([quantities, ["ours", "paper"]]))
+    return w.swaplevel(axis=1).reindex(columns=pd.MultiIndex.from_product([quantities, values]))
 
 
 def crossing_shares(run: dict, attack: str, norm: str) -> dict:
