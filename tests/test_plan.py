@@ -36,7 +36,7 @@ def test_declarations_evaluate_in_every_profile(profile):
         cfgs = plan.declared_models(nb.key, params)
         assert len({plan._zoo_key(c) for c in cfgs}) == len(cfgs), nb.key    # each once
         for w in plan.declared_work(nb.key, params):
-            assert w.kind in plan._PASSES + ("step", "numpy", "eigh"), (nb.key, w)
+            assert w.kind in plan._PASSES + ("step", "numpy", "eigh", "matmul"), (nb.key, w)
             assert math.isfinite(w.calls) and w.calls >= 0 and w.rows >= 0, (nb.key, w)
         for name in plan.declared_data(nb.key, params):
             assert isinstance(name, str)
@@ -99,7 +99,8 @@ def test_attribution_costs_follow_their_sample_counts():
 
 
 def calibration(**kw):
-    cal = plan.Calibration("cpu", "test device", notebook=2.0, figure=0.5, numpy=1e-8, eigh=1e-9)
+    cal = plan.Calibration("cpu", "test device", notebook=2.0, figure=0.5, numpy=1e-8, eigh=1e-9,
+                           matmul=1e-10)
     for kind in plan._PASSES:
         cal.passes[f"{kind}|{FAM}"] = (1e-3, 1e-5)
     cal.__dict__.update(kw)
@@ -111,8 +112,24 @@ def test_the_cost_of_a_pass_is_linear_in_calls_and_rows():
     assert cal.cost(plan.Work("grad", FAM, 10, 1000)) == pytest.approx(10 * 1e-3 + 1000 * 1e-5)
     assert cal.cost(plan.numpy_draws(1e6)) == pytest.approx(1e-2)
     assert cal.cost(plan.eigh(100, 3)) == pytest.approx(3 * 1e6 * 1e-9)
+    assert cal.cost(plan.matmul(4, 10, 20, 30)) == pytest.approx(4 * 6000 * 1e-10)
     with pytest.raises(KeyError):
         cal.cost(plan.Work("grad", "mlp:1x1x2:2", 1, 1))        # not calibrated
+
+
+@given(d=st.sampled_from([64, 784, 3072]), n=st.integers(1, 64))
+def test_the_linf_bound_declares_its_cubic_product(d, n):
+    """Thm 2's l-inf bound sums |J^T J| (robattr.bounds.linf_deviation_bound): n products
+    of d x d matrices, d**3 multiply-adds each, besides the d vjps of the dense Jacobian.
+    At d = 784 (MNIST) with 64 images that product took 1.5 s of a 2.2 s call, undeclared."""
+    shape = {64: "digits", 784: "mnist", 3072: "cifar10"}[d]
+    linf = plan._bounds_001(FAM, shape, n, 1, "linf", 10, 10)
+    l2 = plan._bounds_001(FAM, shape, n, 1, "l2", 10, 10)
+    mm = [w for w in linf if w.kind == "matmul"]
+    assert len(mm) == 1 and mm[0].calls == n and mm[0].rows == n * d ** 3
+    assert not [w for w in l2 if w.kind == "matmul"]
+    dense = [w for w in linf if w.what.endswith("dense Jacobian")]
+    assert len(dense) == 1 and dense[0].rows == n * d        # d vjps of n rows
 
 
 def test_an_attack_with_a_surrogate_also_scores_its_iterates():
@@ -136,6 +153,69 @@ def test_calibration_is_measured_once_per_device(tmp_path, monkeypatch):
     assert len(measured) == 2 and again.passes == cal.passes          # read from the cache
     files = list((tmp_path / "plan").glob("calibration-cpu-*.json"))
     assert len(files) == 1 and "torch" in files[0].name
+
+
+def test_calibration_files_carry_the_calibration_version(tmp_path, monkeypatch):
+    """A calibration measured the old way (all threads only, on a loaded machine: costs 10
+    to 1000 times too high) is not read again: the version is in the file name."""
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
+    slug, _ = plan._device_slug(plan_device())
+    old = tmp_path / "plan" / f"calibration-{slug}.json"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"device": "cpu", "description": "old", "numpy": 1.0}))
+    assert plan._load_calibration(plan_device()).numpy is None
+    assert plan._calibration_path(slug).name.endswith(f"-v{plan.CALIBRATION_VERSION}.json")
+
+
+@pytest.fixture
+def two_threads():
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(old)
+
+
+def test_a_cpu_calibration_is_the_faster_of_one_thread_and_all(monkeypatch, two_threads):
+    """On a loaded CPU torch's threads wait for busy cores: a pass measured with two
+    threads took 140 ms where one thread took 0.2 ms, and a calibration that timed only the
+    full thread count put the quick profile at 4h17m for 21 minutes of runs. Every pass,
+    training step and eigenproblem is timed with one thread too, and the faster counts."""
+    import torch
+
+    seen = []
+
+    def timed(fn, sync, beat=None, **kw):
+        n = torch.get_num_threads()
+        seen.append(n)
+        return 0.001 if n == 1 else 0.5             # the all-threads run is the slow one
+    monkeypatch.setattr(plan, "_timed", timed)
+    t0, t1 = plan._measure_pass("grad", "mlp:1x1x4:2", plan_device())
+    assert t0 + 64 * t1 < 0.01 and set(seen) == {1, 2}
+    sig = plan._step_signature(zoo.config("digits", "mlp", "ce", batch_size=16))
+    assert plan._measure_step(sig, plan_device()) < 0.01
+    assert plan._measure_eigh() < 0.01 / 384 ** 3 and plan._measure_matmul() < 1e-9
+    assert torch.get_num_threads() == 2                          # restored
+
+
+def test_timed_takes_the_minimum_and_stops_when_it_cannot_win(monkeypatch):
+    clock = [0.0]
+
+    def runs(*seconds):                     # a function whose n-th call takes seconds[n]
+        it = iter(seconds)
+
+        def fn():
+            clock[0] += next(it)
+        return fn
+    monkeypatch.setattr(plan.time, "perf_counter", lambda: clock[0])
+    # warm-up (9 s, not counted), then at least 3 runs, more within the budget, at most 5
+    assert plan._timed(runs(9, 5, 1, 3, 2, 4), lambda: None, budget=100.0, most=5) == 1.0
+    assert plan._timed(runs(9, 5, 1, 3, 2, 4), lambda: None, budget=8.0, most=5) == 1.0
+    # another thread count already did it in 0.5 s: a first run of 3 s cannot win
+    assert plan._timed(runs(9, 3), lambda: None, budget=100.0, beat=0.5) == 3.0
+    assert plan._timed(runs(9, 0.8, 0.6, 0.7, 9, 9), lambda: None, budget=2.0,
+                       beat=0.5) == pytest.approx(0.6)
 
 
 def test_a_real_measurement_is_positive_and_grows_with_the_batch(monkeypatch, tmp_path):

@@ -11,8 +11,9 @@ For every notebook of a profile, :func:`plan` says
 * an **estimate of its time** on the device it would run on here: the training of the
   models that are not cached (epochs x steps per epoch x the measured seconds of one
   training step of that loss, architecture and batch size), plus the notebook's own work
-  (its gradient evaluations, forward passes, Monte-Carlo draws and dense eigenproblems,
-  each times its measured cost) and a measured fixed cost per notebook and per figure;
+  (its gradient evaluations, forward passes, Monte-Carlo draws, dense eigenproblems and
+  matrix products, each times its measured cost) and a measured fixed cost per notebook
+  and per figure;
 * the state of its kept **reference** run (``reference/<profile>/``).
 
 The plan knows a notebook's zoo calls and its work before running it because each
@@ -27,9 +28,14 @@ loops call (an attack of ``steps`` steps on ``n`` images through a map of ``m`` 
 ``steps`` attack steps of ``n * m`` rows), costed by a linear model per call,
 ``t0 + rows * t1``, whose two constants are measured per model shape and kind of pass
 (forward, gradient, gradient of a gradient, Hessian-vector product, attack step) by
-:func:`calibrate`, on random inputs, taking the fastest of a few runs: the estimate is for
-an unloaded machine. Calibrations are cached in ``<cache>/plan/`` by device name, torch
-version and, on a CPU, thread count. :func:`check_against_stamps` (the book's last build)
+:func:`calibrate`, on random inputs, taking the fastest of several runs and, on a CPU, the
+faster of one thread and torch's thread count: the estimate is for an unloaded machine.
+(On a loaded CPU, torch's threads wait for busy cores and small passes run tens to
+hundreds of times slower than with one thread: a calibration at the full thread count
+would measure the load, and a notebook run that way is slowed as much, which no estimate
+foresees; ``OMP_NUM_THREADS=1`` avoids it on a shared machine.) Calibrations are
+cached in ``<cache>/plan/`` by device name, torch version, on a CPU thread count, and
+:data:`CALIBRATION_VERSION`. :func:`check_against_stamps` (the book's last build)
 and :func:`check_run` (one executed notebook) compare the estimates with real runs;
 :func:`check_training` compares the training estimates with the zoo's recorded epochs.
 """
@@ -80,7 +86,8 @@ class Work:
     ``family`` (``arch:CxHxW:classes[:float64]``), costing ``calls * t0 + rows * t1``;
     ``"step"`` (``calls`` training steps of the zoo configuration ``family``, a JSON
     string); ``"numpy"`` (``rows`` random draws and their arithmetic); ``"eigh"``
-    (``calls`` dense symmetric eigenproblems of size ``rows``)."""
+    (``calls`` dense symmetric eigenproblems of size ``rows``); ``"matmul"`` (``calls``
+    dense float64 matrix products of ``rows`` multiply-adds in all)."""
 
     kind: str
     family: str
@@ -188,6 +195,11 @@ def numpy_draws(n, what="numpy"):
 
 def eigh(size, count=1, what="eigh"):
     return Work("eigh", "eigh", float(count), float(size), what)
+
+
+def matmul(count, m, k, n, what="matmul"):
+    """``count`` dense float64 products of an (m, k) and a (k, n) matrix."""
+    return Work("matmul", "matmul", float(count), float(count) * m * k * n, what)
 
 
 def steps_of(cfg: dict, n: float, batch: int | None = None, what="training steps") -> Work:
@@ -308,13 +320,16 @@ def _matrix_work(p):
 
 def _bounds_001(fam, dataset, n, m_rows, norm, steps, direct_steps, lanczos=100):
     """robattr.bounds.evaluate_bounds: the Lanczos iteration (one jvp and one vjp of the
-    map per step, at most ``lanczos``), the dense Jacobian for l-inf (one vjp per value of
-    the map), the paper's attack and the direct attack."""
+    map per step, at most ``lanczos``), for l-inf the dense Jacobian (one vjp per value of
+    the map) and Thm 2's sum over ``J^T J`` (one d x d x d product per image,
+    robattr.bounds.linf_deviation_bound), the paper's attack and the direct attack."""
+    d = _values(dataset)
     out = [grads2(fam, n, m_rows, 1, "001: the map's graph"),
            hvps(fam, n, m_rows, 2 * lanczos, "001: Lanczos"),
            grads2(fam, n, m_rows, 4, "001: Taylor constant")]
     if norm == "linf":
-        out.append(hvps(fam, n, m_rows, _values(dataset), "001: dense Jacobian"))
+        out += [hvps(fam, n, m_rows, d, "001: dense Jacobian"),
+                matmul(n, d, d, d, "001: l-inf bound, J^T J")]
     out += attack(fam, n, steps, m_rows, what="001: paper's attack")
     out += attack(fam, n, direct_steps, m_rows, what="001: direct attack")
     return out
@@ -1007,8 +1022,9 @@ def _device_slug(device) -> tuple[str, str]:
 class Calibration:
     """Measured costs on one device: ``passes[kind|family] = (t0, t1)`` (seconds per call
     and per row), ``steps[signature]`` (seconds per training step), ``numpy`` (seconds per
-    draw), ``eigh`` (seconds per size**3), ``notebook`` (kernel start and imports) and
-    ``figure`` (one figure drawn and shown), seconds."""
+    draw), ``eigh`` (seconds per size**3), ``matmul`` (seconds per float64 multiply-add of
+    a dense product), ``notebook`` (kernel start and imports) and ``figure`` (one figure
+    drawn and shown), seconds."""
 
     device: str
     description: str
@@ -1016,6 +1032,7 @@ class Calibration:
     steps: dict = field(default_factory=dict)
     numpy: float | None = None
     eigh: float | None = None
+    matmul: float | None = None
     notebook: float | None = None
     figure: float | None = None
 
@@ -1026,14 +1043,21 @@ class Calibration:
             return w.rows * self.numpy
         if w.kind == "eigh":
             return w.calls * w.rows ** 3 * self.eigh
+        if w.kind == "matmul":
+            return w.rows * self.matmul
         t0, t1 = self.passes[f"{w.kind}|{w.family}"]
         return w.calls * t0 + w.rows * t1
+
+
+#: The way :func:`calibrate` measures; a calibration cached by another version is measured
+#: again (2: the faster of one thread and all threads, more repetitions).
+CALIBRATION_VERSION = 2
 
 
 def _calibration_path(slug: str) -> Path:
     from robattr.utils import cache_dir
 
-    return Path(cache_dir()) / "plan" / f"calibration-{slug}.json"
+    return Path(cache_dir()) / "plan" / f"calibration-{slug}-v{CALIBRATION_VERSION}.json"
 
 
 def _load_calibration(device) -> Calibration:
@@ -1142,7 +1166,6 @@ def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
 
     model, shape, dtype = _family_model(fam, device)
     big = 64 if math.prod(shape) <= 4096 else (16 if math.prod(shape) <= 65536 else 4)
-    sync = _sync(device)
 
     def run(b):
         x = torch.rand((b, *shape), device=device, dtype=dtype)
@@ -1158,7 +1181,7 @@ def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
             def f():
                 topk_attack(model, x, y, k=min(4, shape[-1] * shape[-2]), eps=0.03, steps=4,
                             criterion="mass")
-            return _timed(f, sync) / 4
+            return _fastest(f, device) / 4
         elif kind == "hvp":
             xg = x.clone().requires_grad_(True)
             (g,) = torch.autograd.grad(model(xg)[:, 0].sum(), xg, create_graph=True)
@@ -1173,7 +1196,7 @@ def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
                 (g,) = torch.autograd.grad(out, xg, create_graph=kind == "grad2")
                 if kind == "grad2":
                     torch.autograd.grad(g.pow(2).sum(), xg)
-        return _timed(f, sync)
+        return _fastest(f, device)
 
     t_small, t_big = run(1), run(big)
     t1 = max(0.0, (t_big - t_small) / (big - 1))
@@ -1201,7 +1224,6 @@ def _measure_step(sig: str, device) -> float:
     model = build(s["arch"], info, s["activation"], s["beta"]).to(device).train()
     loss = make_loss(s["method"], **s["loss"])
     opt = OPTIMIZERS[s["optimizer"]](model.parameters(), 1e-3, 0.0)
-    sync = _sync(device)
 
     def run(b):
         x = torch.rand((b, *shape), device=device)
@@ -1212,7 +1234,7 @@ def _measure_step(sig: str, device) -> float:
             value, _ = loss(model, x, y)
             value.backward()
             opt.step()
-        return _timed(f, sync, budget=0.5, most=3)
+        return _fastest(f, device, least=2, most=3)
 
     bs = s["batch_size"]
     if device.type == "cuda" or bs <= 8:
@@ -1240,7 +1262,14 @@ def _measure_eigh() -> float:
 
     a = torch.rand(384, 384, dtype=torch.float64)
     a = a + a.T
-    return _timed(lambda: torch.linalg.eigvalsh(a), lambda: None) / 384 ** 3
+    return _fastest(lambda: torch.linalg.eigvalsh(a), torch.device("cpu")) / 384 ** 3
+
+
+def _measure_matmul() -> float:
+    import torch
+
+    a = torch.rand(8, 256, 256, dtype=torch.float64)
+    return _fastest(lambda: a @ a, torch.device("cpu")) / (8 * 256 ** 3)
 
 
 _PROBE = '''import time, json, os
@@ -1305,8 +1334,9 @@ def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
     todo_s = sorted({w.family for w in works if w.kind == "step"} - set(cal.steps))
     need_np = cal.numpy is None and any(w.kind == "numpy" for w in works)
     need_eig = cal.eigh is None and any(w.kind == "eigh" for w in works)
+    need_mm = cal.matmul is None and any(w.kind == "matmul" for w in works)
     need_nb = notebook and (cal.notebook is None or cal.figure is None)
-    n = len(todo_p) + len(todo_s) + need_np + need_eig + need_nb
+    n = len(todo_p) + len(todo_s) + need_np + need_eig + need_mm + need_nb
     if not n:
         return cal
     if log:
@@ -1325,6 +1355,8 @@ def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
         cal.numpy = _measure_numpy()
     if need_eig:
         cal.eigh = _measure_eigh()
+    if need_mm:
+        cal.matmul = _measure_matmul()
     if need_nb:
         cal.notebook, cal.figure = _measure_notebook(device)
     _save_calibration(cal, device)
