@@ -6,12 +6,14 @@ shares, records two numbers, and fails on purpose for one parameter value.
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
 
 from robattr.book import builder, cli, notebooks, profiles
-from robattr.book.executors import Job, make_job, run_jobs
+from robattr.book.executors import (THREAD_VARS, Job, _limit_threads, make_job, run_jobs,
+                                    worker_threads)
 from robattr.book.params import Parameter, parse_rule
 from robattr.book.stamps import STAMPS
 from robattr.book.sweep import grid, parse_values, run_name, sweep
@@ -21,8 +23,10 @@ from test_pipeline import make_notebook, make_project
 SWEEP_PARAMS = '''x = 1  # int | the swept value
 fail_at = -1  # int | the run with x == fail_at raises
 '''
-SWEEP_BODY = '''import torch
+SWEEP_BODY = '''import os
+import torch
 from robattr import results, zoo
+results.record("omp_threads", int(os.environ.get("OMP_NUM_THREADS", "0")))
 torch.set_num_threads(1)
 model = zoo.get_model("digits", "mlp", epochs=1, batch_size=256, progress=False, device="cpu")
 results.record("square", x * x)
@@ -84,10 +88,28 @@ def test_sweep_rejects_unknown_parameters_before_running(project):
 
 
 @pytest.mark.slow
-def test_local_sweep_in_two_processes(project, tmp_path):
+def test_local_sweep_in_two_processes(project, tmp_path, monkeypatch):
+    for var in THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
     report = sweep("ch/sweepme", {"x": "1,2,3,4"}, fixed={"fail_at": 3}, jobs=2,
                    log=lambda *a: None)
     _check_sweep(report, project, tmp_path)
+    # each of the two workers' kernels got its share of the cores, not all of them
+    tidy = pd.read_csv(report.results)
+    assert set(tidy.loc[tidy["metric"] == "omp_threads", "value"]) == {worker_threads(2)}
+
+
+def test_worker_threads_share_the_cores():
+    assert [worker_threads(n, cpus=8) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    assert worker_threads(0, cpus=2) == 2 and worker_threads(4, cpus=1) == 1
+    assert worker_threads(1) == (os.cpu_count() or 1)
+
+
+def test_a_thread_cap_the_user_set_is_kept(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    _limit_threads(1)
+    assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ["MKL_NUM_THREADS"] == "1"
 
 
 def test_cli_sweep_exit_code_and_summary(project, tmp_path, capsys):

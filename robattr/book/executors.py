@@ -9,7 +9,8 @@ but the zoo cache has to be shared between machines. Executors yield results as 
 finish; a failing job is one result among the others, never an exception that stops them.
 
     local (default)   ``jobs=1``: in this process, one after the other;
-                      ``jobs=N``: N worker processes on this machine
+                      ``jobs=N``: N worker processes on this machine, each kernel capped
+                      at its share of the cores (``OMP_NUM_THREADS``, unless already set)
     ray               each job a Ray task declaring ``num_cpus``/``num_gpus``; ``address``
                       joins an existing cluster (``"auto"``, ``"ray://head:10001"``),
                       None starts a private local one. Needs ``pip install .[ray]``.
@@ -34,8 +35,8 @@ from robattr.book.profiles import profile_env, profile_label, resources
 from robattr.book.reference import install
 from robattr.verdicts import PROFILE_ENV
 
-__all__ = ["Job", "JobResult", "make_job", "run_job", "run_jobs", "write_result",
-           "EXECUTORS", "SHARED_ENV"]
+__all__ = ["Job", "JobResult", "make_job", "run_job", "run_jobs", "worker_threads",
+           "write_result", "EXECUTORS", "SHARED_ENV"]
 
 EXECUTORS = ("local", "ray")
 #: Environment variables a job carries to the process that runs it.
@@ -155,12 +156,33 @@ def run_jobs(jobs: Iterable[Job], *, executor: str = "local", jobs_at_once: int 
         yield from _run_processes(jobs, jobs_at_once)
 
 
+#: Environment variables that cap the threads of torch / numpy in a kernel.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def worker_threads(workers: int, cpus: int | None = None) -> int:
+    """Threads per kernel when ``workers`` notebooks run at once on ``cpus`` cores (default:
+    this machine's): the cores shared out, at least one. More threads than cores makes
+    torch's threads wait for each other, and small passes then run many times slower."""
+    cpus = (os.cpu_count() or 1) if cpus is None else cpus
+    return max(1, int(cpus) // max(1, int(workers)))
+
+
+def _limit_threads(threads: int) -> None:
+    """Worker initialiser: cap the threads of this worker's kernels (inherited through the
+    environment) unless the user set the variables already."""
+    for var in THREAD_VARS:
+        os.environ.setdefault(var, str(threads))
+
+
 def _run_processes(jobs: list[Job], n: int) -> Iterator[JobResult]:
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    with cf.ProcessPoolExecutor(min(n, len(jobs)) or 1,
-                                mp_context=mp.get_context("spawn")) as pool:
+    workers = min(n, len(jobs)) or 1
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
+                                initializer=_limit_threads,
+                                initargs=(worker_threads(workers),)) as pool:
         futures = {pool.submit(run_job, job): job for job in jobs}
         for fut in cf.as_completed(futures):
             yield _result_or_crash(fut, futures[fut])
