@@ -102,7 +102,8 @@ def _executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="where notebooks run: this machine (default) or a Ray cluster")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="local: N worker processes (default 1: one at a time); "
+                   help="local: N worker processes (default 1: one at a time), each kernel "
+                        "capped at cores/N threads unless OMP_NUM_THREADS is set; "
                         "ray: at most N tasks in flight (default 1; 0 = all at once)")
     p.add_argument("--address", metavar="ADDR",
                    help="ray: the cluster to join ('auto', 'HOST:PORT', 'ray://HOST:10001'); "
