@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -128,6 +129,20 @@ def test_keep_reference_then_show_it_beside_a_later_build(book, tmp_path):
     (row,) = printed_table(out)
     assert row["medium ref (mnist, stale)"] == 0.25
     assert f"{NOT} (stale)" in verdicts_page.write(book, log=quiet).read_text()
+
+
+def test_robattr_run_into_a_file_shows_the_references_too(book, tmp_path):
+    medium = profile(tmp_path, "notebooks:\n  ch/one: {n: 2, acc: 0.25, dataset: mnist}\n")
+    builder.build(book, profile=medium, keep_reference="medium", html=False, progress=False,
+                  log=quiet)
+    nb = notebooks.find("ch/one", notebooks.discover(book))
+    out = tmp_path / "one_run.ipynb"
+    assert builder.run_one(nb, profiles.resolve(nb, "quick"), root=book, output=out,
+                           progress=False) is None
+    (row,) = printed_table(out)
+    assert row["ours"] == 0.5 and row["medium ref (mnist)"] == 0.25
+    assert f"*medium ref (mnist): **{NOT}**.*" in markdown_outputs(out)
+    assert references.ENV not in os.environ       # handed for the run only
 
 
 @pytest.mark.slow

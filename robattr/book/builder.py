@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from robattr.book.execution import NotebookFailure, execute, results_path
-from robattr.book.executors import JobResult, make_job, run_job, run_jobs, write_result
+from robattr.book.executors import (JobResult, handed_references, make_job, run_job, run_jobs,
+                                    write_result)
 from robattr.book.html import build_html
 from robattr.book.notebooks import Notebook, discover, project_root
 from robattr.book.params import ParameterError
@@ -137,20 +138,21 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
 def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | None = None,
             profile: str = "quick", progress: bool = True) -> NotebookFailure | None:
     """Execute one notebook (always) into the book, or into ``output`` if given. Into the
-    book it takes the same path as :func:`build`: one local job, then :func:`_into_book`."""
+    book it takes the same path as :func:`build`: one local job, then :func:`_into_book`.
+    Either way the notebook sees its kept references (other profiles' runs)."""
+    prof = load_profile(profile)
+    refs = {k: v for k, v in reference.for_notebook(root, nb).items()
+            if k not in {profile, prof["name"]}}
     if output is not None:
-        prof = load_profile(profile)
         os.environ[PROFILE_ENV] = profile_label(nb, params, prof)
         os.environ.update(profile_env(prof, nb.key))
-        return execute(nb, params, Path(output), progress=progress)
+        with handed_references(refs):
+            return execute(nb, params, Path(output), progress=progress)
     book_dir = root / "book"
     with stamps_lock(book_dir):
         stamps = read_stamps(book_dir)
         _clear_page(nb, book_dir, stamps)
         write_stamps(book_dir, stamps)
-    prof = load_profile(profile)
-    refs = {k: v for k, v in reference.for_notebook(root, nb).items()
-            if k not in {profile, prof["name"]}}
     res = run_job(make_job(nb, params, prof, references=refs), progress=progress)
     return _into_book(nb, params, res, book_dir, profile)
 

@@ -25,6 +25,7 @@ import os
 import platform
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -35,7 +36,8 @@ from robattr.book.profiles import profile_env, profile_label, resources
 from robattr.book.reference import install
 from robattr.verdicts import PROFILE_ENV
 
-__all__ = ["Job", "JobResult", "make_job", "run_job", "run_jobs", "worker_threads",
+__all__ = ["Job", "JobResult", "handed_references", "make_job", "run_job", "run_jobs",
+           "worker_threads",
            "write_result", "EXECUTORS", "SHARED_ENV"]
 
 EXECUTORS = ("local", "ray")
@@ -94,11 +96,27 @@ def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None 
                env=env, references=references or {})
 
 
+@contextmanager
+def handed_references(refs: dict[str, dict]) -> Iterator[None]:
+    """Hand a notebook's references (:func:`robattr.book.reference.for_notebook`) to the
+    kernels started inside the block: install them in a temporary folder named by
+    ``$ROBATTR_REFERENCE_DIR`` (none: the variable is unset)."""
+    from robattr import references
+
+    os.environ.pop(references.ENV, None)
+    with tempfile.TemporaryDirectory(prefix="robattr-refs-") as tmp:
+        if refs:
+            install(refs, Path(tmp) / "reference")
+            os.environ[references.ENV] = str(Path(tmp) / "reference")
+        try:
+            yield
+        finally:
+            os.environ.pop(references.ENV, None)
+
+
 def run_job(job: Job, progress: bool = False) -> JobResult:
     """Execute ``job`` in a fresh temporary folder and return its executed notebook and
     results as bytes. Runs in whatever process calls it."""
-    from robattr import references
-
     os.environ.update(job.env)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="robattr-job-") as tmp:
@@ -107,14 +125,8 @@ def run_job(job: Job, progress: bool = False) -> JobResult:
         src.write_bytes(job.source)
         nb = Notebook(src, job.key, read_parameters(src))
         out = Path(tmp) / job.output_name
-        os.environ.pop(references.ENV, None)
-        if job.references:
-            install(job.references, Path(tmp) / "reference")
-            os.environ[references.ENV] = str(Path(tmp) / "reference")
-        try:
+        with handed_references(job.references):
             failure = execute(nb, job.params, out, progress=progress)
-        finally:
-            os.environ.pop(references.ENV, None)
         res = results_path(out)
         notebook = out.read_bytes() if out.exists() else None
         results_csv = res.read_bytes() if res.exists() else None
