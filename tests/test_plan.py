@@ -42,6 +42,17 @@ def test_declarations_evaluate_in_every_profile(profile):
             assert isinstance(name, str)
 
 
+@pytest.mark.parametrize("rounds", [1, 7])
+def test_table3s_cost_cell_steps_each_method_at_ssrs_batch(rounds):
+    nb = notebooks.find("wang2020/table3_4_ssr", notebooks.discover(ROOT))
+    params = {**profiles.resolve(nb, "quick"), "timing_rounds": rounds, "batch_size_ig_norm": 4}
+    steps = [w for w in plan.declared_work(nb.key, params) if w.what.startswith("Table 3 cost")]
+    assert [w.calls for w in steps] == [rounds + 1] * 3          # a warm-up and the rounds
+    methods = [json.loads(w.family)["method"] for w in steps]
+    assert methods == ["ssr", "at", "ig_norm"]
+    assert {json.loads(w.family)["batch_size"] for w in steps} == {64}   # not IG-NORM's own 4
+
+
 def test_three_notebooks_train_nothing():
     prof = profiles.load_profile("quick")
     empty = sorted(nb.key for nb in notebooks.discover(ROOT)

@@ -641,7 +641,19 @@ def _table3_4_work(p):
         out += _protocol_000(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk",),
                              surrogate=True, random_baseline=True)
         out.append(fwd(fam, TRAIN_SIZES.get(p["dataset"], 0), what="training-set accuracy"))
-    return out + [fwd(fam, TEST_SIZES.get(p["dataset"], 0), 4)]
+    return out + _table3_timing(p) + [fwd(fam, TEST_SIZES.get(p["dataset"], 0), 4)]
+
+
+def _table3_timing(p):
+    """Table 3's cost cell (robattr.wang2020.interleaved_step_seconds): a warm-up step and
+    ``timing_rounds`` steps of each of SSR, Madry AT and IG-NORM, all at SSR's batch size."""
+    from robattr import zoo
+
+    specs = _table3_4_models(p)[1:4]                  # SSR, Madry AT, IG-NORM
+    ssr = dict(specs[0])
+    batch = zoo.config(ssr.pop("dataset"), ssr.pop("arch"), ssr.pop("method"), **ssr)["batch_size"]
+    return [steps_of(s, p.get("timing_rounds", 0) + 1, batch=batch,
+                     what="Table 3 cost: interleaved steps") for s in specs]
 
 
 def _table5_6_models(p):
