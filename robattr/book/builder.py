@@ -100,10 +100,9 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     if todo:
         where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
         log(f"executing {len(todo)} notebook(s) ({profile} profile, {where})")
-    hidden = {profile, prof["name"], keep_reference}
-    job_list = [make_job(nb, params, prof, references={
-        k: v for k, v in reference.for_notebook(root, nb).items() if k not in hidden})
-        for nb, params in todo.values()]
+    job_list = [make_job(nb, params, prof,
+                         references=_shown_references(root, nb, profile, prof, keep_reference))
+                for nb, params in todo.values()]
     for i, res in enumerate(run_jobs(job_list, executor=executor, jobs_at_once=jobs,
                                      address=address, progress=progress), 1):
         nb, params = todo[res.key]
@@ -135,14 +134,21 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     return report
 
 
+def _shown_references(root: Path, nb: Notebook, profile: str, prof: dict,
+                      keep_reference: str | None = None) -> dict[str, dict]:
+    """The kept references a run of ``nb`` under ``profile`` shows: all but the profile's
+    own (and the one this run is about to keep), which would stand beside themselves."""
+    hidden = {profile, prof["name"], keep_reference}
+    return {k: v for k, v in reference.for_notebook(root, nb).items() if k not in hidden}
+
+
 def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | None = None,
             profile: str = "quick", progress: bool = True) -> NotebookFailure | None:
     """Execute one notebook (always) into the book, or into ``output`` if given. Into the
     book it takes the same path as :func:`build`: one local job, then :func:`_into_book`.
     Either way the notebook sees its kept references (other profiles' runs)."""
     prof = load_profile(profile)
-    refs = {k: v for k, v in reference.for_notebook(root, nb).items()
-            if k not in {profile, prof["name"]}}
+    refs = _shown_references(root, nb, profile, prof)
     if output is not None:
         os.environ[PROFILE_ENV] = profile_label(nb, params, prof)
         os.environ.update(profile_env(prof, nb.key))

@@ -37,8 +37,7 @@ from robattr.book.reference import install
 from robattr.verdicts import PROFILE_ENV
 
 __all__ = ["Job", "JobResult", "handed_references", "make_job", "run_job", "run_jobs",
-           "worker_threads",
-           "write_result", "EXECUTORS", "SHARED_ENV"]
+           "worker_threads", "write_result", "EXECUTORS", "SHARED_ENV"]
 
 EXECUTORS = ("local", "ray")
 #: Environment variables a job carries to the process that runs it.

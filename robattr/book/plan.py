@@ -202,15 +202,20 @@ def matmul(count, m, k, n, what="matmul"):
     return Work("matmul", "matmul", float(count), float(count) * m * k * n, what)
 
 
+def _zoo_config(cfg: dict) -> dict:
+    """The zoo configuration of ``get_model`` arguments (a zoo configuration as it is)."""
+    if "loss" in cfg:
+        return cfg
+    from robattr import zoo
+
+    spec = dict(cfg)
+    return zoo.config(spec.pop("dataset"), spec.pop("arch"), spec.pop("method", "ce"), **spec)
+
+
 def steps_of(cfg: dict, n: float, batch: int | None = None, what="training steps") -> Work:
     """``n`` training steps of a zoo configuration or of ``get_model`` arguments
     (``batch`` overrides the batch size)."""
-    if "loss" not in cfg:
-        from robattr import zoo
-
-        spec = dict(cfg)
-        cfg = zoo.config(spec.pop("dataset"), spec.pop("arch"), spec.pop("method", "ce"), **spec)
-    sig = _step_signature(cfg, batch)
+    sig = _step_signature(_zoo_config(cfg), batch)
     return Work("step", sig, float(n), 0.0, what)
 
 
@@ -647,11 +652,8 @@ def _table3_4_work(p):
 def _table3_timing(p):
     """Table 3's cost cell (robattr.wang2020.interleaved_step_seconds): a warm-up step and
     ``timing_rounds`` steps of each of SSR, Madry AT and IG-NORM, all at SSR's batch size."""
-    from robattr import zoo
-
     specs = _table3_4_models(p)[1:4]                  # SSR, Madry AT, IG-NORM
-    ssr = dict(specs[0])
-    batch = zoo.config(ssr.pop("dataset"), ssr.pop("arch"), ssr.pop("method"), **ssr)["batch_size"]
+    batch = _zoo_config(specs[0])["batch_size"]
     return [steps_of(s, p.get("timing_rounds", 0) + 1, batch=batch,
                      what="Table 3 cost: interleaved steps") for s in specs]
 
