@@ -33,7 +33,7 @@ from robattr.catalog import ARCHS
 
 __all__ = [
     "ARCHS", "ACTIVATIONS", "Normalize", "build", "set_activation", "get_activation",
-    "using_activation", "has_relu", "load_weights", "ResNetCIFAR", "BasicBlock", "LambdaShortcut",
+    "using_activation", "has_relu", "not_twice_differentiable", "load_weights", "ResNetCIFAR", "BasicBlock", "LambdaShortcut",
     "random_mlp", "sample_random_mlp", "RandomMLP", "PairLogit", "two_layer_scorer",
 ]
 
@@ -360,6 +360,21 @@ def has_relu(model: nn.Module) -> bool:
     its input Hessian is zero almost everywhere."""
     return any(isinstance(m, (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.Hardtanh))
                for m in model.modules())
+
+
+def not_twice_differentiable(model: nn.Module) -> str | None:
+    """Why ``model`` is not a twice-differentiable function of its input, or ``None`` when
+    nothing in it breaks that: the hypothesis under which 001's bounds, 003's Theorem 6 and
+    the papers' second-order arguments are stated. Found from its modules: a piecewise
+    linear activation (the ReLU family: kinks, :func:`has_relu`) or max-pooling (the
+    gradient jumps when a window's argmax changes, :mod:`robattr.bounds.maxpool`)."""
+    found = []
+    if has_relu(model):
+        found.append("piecewise-linear activations (ReLU family)")
+    if any(isinstance(m, (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AdaptiveMaxPool1d,
+                          nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d)) for m in model.modules()):
+        found.append("max-pooling")
+    return " and ".join(found) or None
 
 
 def set_activation(model: nn.Module, activation: str, beta: float | None = None) -> nn.Module:

@@ -19,7 +19,10 @@ The rules (each can return every outcome it names; ``tests/test_verdicts.py`` re
   observed share against ``p``;
 * :func:`attack_effective`: the guard of a robustness claim: when the attacked maps move
   no more than under random noise of the same size, the attack is ineffective at this
-  scale and the claim is inconclusive, whatever the method.
+  scale and the claim is inconclusive, whatever the method;
+* :func:`within_hypothesis`: the guard of a statement made under a hypothesis: when the
+  run's models break it, the statement is not tested by the run, and its verdict is not
+  comparable, whatever the numbers (which the rule still states).
 
 :func:`print_cells` prints the cells a combined verdict rests on (a notebook's evidence).
 """
@@ -33,6 +36,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["VERDICTS", "Verdict", "gap", "combine", "exact", "share", "attack_effective",
+           "within_hypothesis",
            "Scale", "set_scale", "current_scale", "PROFILE_ENV", "print_cells"]
 
 #: The verdicts, and how each is rendered.
@@ -201,6 +205,23 @@ def attack_effective(attacked, random, *, level: float = 0.95, n_boot: int = 400
     if v.verdict == "holds":
         return None
     return Verdict("inconclusive", f"the attack is ineffective at this scale ({v.rule})")
+
+
+def within_hypothesis(verdict: Verdict, hypothesis: str, broken: str | None) -> Verdict:
+    """The guard of a statement that the paper makes under ``hypothesis`` (e.g. "a
+    twice-differentiable classifier"). ``broken`` says how the run's models break it
+    (:func:`robattr.models.not_twice_differentiable`), or is ``None`` when they meet it.
+    Met: ``verdict`` unchanged. Broken: "not comparable", since a statement checked
+    outside its hypothesis is not tested, and the rule keeps what was measured."""
+    if not isinstance(verdict, Verdict):
+        raise TypeError(f"verdict must be a Verdict, got {type(verdict).__name__}")
+    if not hypothesis or not str(hypothesis).strip():
+        raise ValueError("hypothesis must name the statement's hypothesis")
+    if broken is None:
+        return verdict
+    return Verdict("not comparable",
+                   f"outside the statement's hypothesis ({hypothesis}): the models have {broken}; "
+                   f"measured: {verdict.rule}")
 
 
 # --------------------------------------------------------------------------- scale

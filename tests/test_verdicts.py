@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import numpy as np
@@ -77,6 +78,33 @@ def test_attack_effective_guards_robustness_claims():
     assert v.verdict == "inconclusive" and "ineffective" in v.rule
 
 
+def test_within_hypothesis_makes_a_statement_outside_it_not_comparable():
+    from torch import nn
+
+    from robattr.models import build, not_twice_differentiable
+
+    measured = verdicts.exact(5, 8, what="attacked inputs")
+    assert verdicts.within_hypothesis(measured, "a twice-differentiable classifier", None) is measured
+    v = verdicts.within_hypothesis(measured, "a twice-differentiable classifier", "max-pooling")
+    assert v.verdict == "not comparable"
+    assert "a twice-differentiable classifier" in v.rule and "max-pooling" in v.rule
+    assert "5 violations in 8 attacked inputs" in v.rule          # what was measured stays
+    with pytest.raises(ValueError):
+        verdicts.within_hypothesis(measured, " ", "max-pooling")
+    with pytest.raises(TypeError):
+        verdicts.within_hypothesis("holds", "h", None)
+    # what breaks twice-differentiability, read off the modules
+    info = SimpleNamespace(shape=(1, 8, 8), num_classes=10, mean=(0.5,), std=(0.3,))
+    assert not_twice_differentiable(build("mlp", info, "softplus", 3.0)) is None
+    assert not_twice_differentiable(build("cnn", info, "softplus", 3.0)) == "max-pooling"
+    assert not_twice_differentiable(build("mlp", info, "relu")) == \
+        "piecewise-linear activations (ReLU family)"
+    assert not_twice_differentiable(build("lenet", info, "relu")) == \
+        "piecewise-linear activations (ReLU family) and max-pooling"
+    assert not_twice_differentiable(nn.Sequential(nn.Linear(2, 2), nn.AdaptiveMaxPool1d(1))) \
+        == "max-pooling"
+
+
 def test_the_scale_says_one_image_and_one_class():
     assert verdicts.Scale("digits", "cnn", 1, "images").text("quick") == "digits 8×8, cnn, 1 image, profile quick"
     assert verdicts.Scale(n=1, unit="classes").text("quick") == "1 class, profile quick"
@@ -113,12 +141,43 @@ def test_verdicts_page_lists_every_recorded_claim(tmp_path, monkeypatch):
         {"wang2020/t2": {"seconds": 12.3, "profile": "quick"}}))
     page = verdicts_page.write(tmp_path, log=lambda *a: None).read_text()
     assert page.count("| claim | verdict |") == 2 and "recorded 3 claims" in page
-    assert page.count("| claim wang2020/t2 ") == 2 and page.count("| claim lim2021/t ") == 1
+    # lim2021's claim twice: in its chapter's table and among those against the paper
+    assert page.count("| claim wang2020/t2 ") == 2 and page.count("| claim lim2021/t ") == 2
     for key in ("wang2020/t2", "lim2021/t"):
         assert f'href="{key}.html#claim-' in page
     assert "❌ does not hold" in page and "≈ inconclusive" in page
     assert (book / verdicts_page.FIGURE).exists()
     assert "{doc}`wang2020/t2` | 12 | quick" in page
+    # the one claim that does not hold is listed again, in its own section
+    section = page.split("## Where a run goes against the paper")[1].split("## ")[0]
+    assert "1 claims." in section and "| claim lim2021/t 0 | ❌ does not hold | {doc}`lim2021/t` |" \
+        in section and "wang2020" not in section
+
+
+def test_against_lists_what_does_not_hold_here_or_in_a_fresh_reference():
+    import pandas as pd
+
+    from robattr.book import verdicts_page
+
+    claims = pd.DataFrame([
+        {"key": "a/x", "text": "held here and there", "verdict": "holds"},
+        {"key": "a/x", "text": "fails there", "verdict": "holds"},
+        {"key": "a/x", "text": "fails here", "verdict": "does not hold"},
+        {"key": "b/y", "text": "fails in a stale run", "verdict": "inconclusive"}])
+    refs = {"medium": {"status": {"a/x": "fresh", "b/y": "stale", "c/z": "fresh"},
+                       "claims": {("a/x", "held here and there"): "holds",
+                                  ("a/x", "fails there"): "does not hold",
+                                  ("a/x", "fails here"): "holds partly",
+                                  ("b/y", "fails in a stale run"): "does not hold",
+                                  ("c/z", "only in the reference"): "does not hold"}}}
+    got = verdicts_page.against(claims, refs)
+    assert got == [("a/x", "fails there", "holds", {"medium": "does not hold"}),
+                   ("a/x", "fails here", "does not hold", {"medium": "holds partly"}),
+                   ("c/z", "only in the reference", "", {"medium": "does not hold"})]
+    assert verdicts_page.against(claims.iloc[:2], {}) == []
+    lines = verdicts_page._against_section(claims, refs)
+    assert "| only in the reference | not run | ❌ does not hold | {doc}`c/z` |" in lines
+    assert "None." in verdicts_page._against_section(claims.iloc[:1], {})
 
 
 VERDICT_WORDS = {"holds", "holds partly", "does not hold", "inconclusive", "not comparable"}

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from robattr.book.stamps import read_stamps
 
-__all__ = ["PAGE", "FIGURE", "collect", "write"]
+__all__ = ["PAGE", "FIGURE", "AGAINST", "collect", "against", "changed", "write"]
 
 PAGE = "verdicts.md"
 FIGURE = "verdicts_counts.png"
+#: the anchor of the section listing the claims that went against the paper
+AGAINST = "against-the-paper"
 _GROUPS = {"crosspaper": "Across the papers (the cross-paper matrix)",
            "example": "Worked examples"}
 
@@ -143,6 +145,52 @@ def _changed_section(claims, refs: dict[str, dict]) -> list[str]:
     return lines
 
 
+def against(claims, refs: dict[str, dict]) -> list[tuple[str, str, str, dict[str, str]]]:
+    """The claims that **do not hold** in this build or in a kept reference that is not
+    stale: ``(key, text, this build's verdict or "", {reference: verdict})``, in this
+    build's order, then the references' own (claims this build did not record)."""
+    seen, out = set(), []
+
+    def row(key, text, here):
+        there = {name: ref["claims"][(key, text)] for name, ref in refs.items()
+                 if (key, text) in ref["claims"] and ref["status"].get(key) == "fresh"}
+        if "does not hold" in (here, *there.values()):
+            out.append((key, text, here, there))
+        seen.add((key, text))
+
+    for _, r in claims.iterrows():
+        row(r["key"], r["text"], r["verdict"])
+    for ref in refs.values():
+        for key, text in ref["claims"]:
+            if (key, text) not in seen:
+                row(key, text, "")
+    return out
+
+
+def _against_section(claims, refs: dict[str, dict]) -> list[str]:
+    from robattr.verdicts import VERDICTS
+
+    rows = against(claims, refs)
+    names = list(refs)
+    lines = [f"({AGAINST})=", "## Where a run goes against the paper", "",
+             "The claims that do not hold in this build, or in a kept reference run that is "
+             "not stale"
+             + (f" ({', '.join(names)})" if names else "") + ". Each is a verdict at the scale "
+             "on its claim line, not an erratum: the {doc}`errata` page lists what the papers "
+             "get wrong as printed.", ""]
+    if not rows:
+        return lines + ["None.", ""]
+    lines += [f"{len(rows)} claims.", "",
+              "| claim | this build |" + "".join(f" {n} ref |" for n in names) + " where |",
+              "|---|---|" + "---|" * len(names) + "---|"]
+    for key, text, here, there in rows:
+        cells = "".join(f" {VERDICTS.get(there[n], there[n]) if n in there else '—'} |"
+                        for n in names)
+        lines.append(f"| {_cell(text)} | {VERDICTS.get(here, here) if here else 'not run'} |"
+                     f"{cells} {{doc}}`{key}` |")
+    return lines + [""]
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -214,6 +262,7 @@ def write(root: Path, log=print) -> Path:
                 lines.append(f"| {_cell(r['text'])} | {VERDICTS.get(r['verdict'], r['verdict'])} "
                              f"| {_cell(r['rule'])} | {_cell(r['scale'])} |{ref_cells} {link} |")
             lines.append("")
+    lines += _against_section(claims, refs)
     if refs:
         lines += _reference_section(refs)
         lines += _changed_section(claims, refs)
