@@ -175,9 +175,10 @@ def _against_section(claims, refs: dict[str, dict]) -> list[str]:
     lines = [f"({AGAINST})=", "## Where a run goes against the paper", "",
              "The claims that do not hold in this build, or in a kept reference run that is "
              "not stale"
-             + (f" ({', '.join(names)})" if names else "") + ". Each is a verdict at the scale "
-             "on its claim line, not an erratum: the {doc}`errata` page lists what the papers "
-             "get wrong as printed.", ""]
+             + (f" ({', '.join(names)})" if names else "") + ". Some are the checks behind an "
+             "entry of the {doc}`errata` page (a statement wrong as printed); the others are "
+             "verdicts at the scale shown on their claim line, which a run at another scale may "
+             "reverse.", ""]
     if not rows:
         return lines + ["None.", ""]
     lines += [f"{len(rows)} claims.", "",
