@@ -51,7 +51,7 @@ __all__ = [
     "deviation_bounds_001", "certified_eps_002", "interpretation_003", "retrieval_004",
     "training_cost", "training_step_seconds", "higher_is_better", "EVALUATIONS",
     "PER_IMAGE_HEADLINES", "evaluate_all", "headline_per_image", "defenses_against_reference",
-    "spearman_terms", "pareto_front",
+    "spearman_terms", "pareto_front", "learned_rows",
 ]
 
 #: 000's four attributions, by the paper's names.
@@ -908,6 +908,32 @@ def spearman_terms(a, b) -> np.ndarray:
             raise ValueError(f"{name} is constant: it has no ranking")
         terms.append((r - r.mean()) / r.std())
     return terms[0] * terms[1]
+
+
+def learned_rows(test_acc, min_acc: float, *, at_least: int = 2) -> tuple[list, list]:
+    """Split the rows of a comparison by clean test accuracy: ``(kept, dropped)``, the rows
+    with ``test_acc >= min_acc`` and those below it, each in the input's order.
+
+    A model that did not learn its task (a collapsed one predicts a single class) can look
+    robust because its maps barely depend on the input, so it is no evidence for or
+    against a defense. ``test_acc`` maps a row name to its accuracy (a dict or a Series).
+    Raises ``ValueError`` when fewer than ``at_least`` rows are kept (nothing left to rank),
+    naming the rows and their accuracies."""
+    if not 0 <= min_acc < 1:
+        raise ValueError(f"min_acc must be in [0, 1), got {min_acc!r}")
+    if isinstance(at_least, bool) or int(at_least) != at_least or at_least < 0:
+        raise ValueError(f"at_least must be an integer >= 0, got {at_least!r}")
+    acc = {str(k): float(v) for k, v in dict(test_acc).items()}
+    if any(not 0 <= v <= 1 for v in acc.values()):
+        raise ValueError(f"test accuracies must be in [0, 1], got {acc}")
+    kept = [k for k, v in acc.items() if v >= min_acc]
+    dropped = [k for k in acc if k not in kept]
+    if len(kept) < at_least:
+        listing = ", ".join(f"{k} {v:.3f}" for k, v in acc.items())
+        raise ValueError(f"only {len(kept)} of {len(acc)} rows reach the clean test accuracy "
+                         f"{min_acc} ({listing}); at least {at_least} are needed: lower min_acc "
+                         "or train the models longer")
+    return kept, dropped
 
 
 def pareto_front(score, cost) -> list:

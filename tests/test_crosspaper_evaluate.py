@@ -304,3 +304,20 @@ def test_directions():
         E.higher_is_better("")
     assert set(E.EVALUATIONS) == {"wang2020", "wangkong2023", "wangkong2025", "joo2023",
                                   "lim2021"}
+
+
+def test_learned_rows_drops_the_models_that_did_not_learn():
+    import pandas as pd
+
+    acc = pd.Series({"CE": 0.76, "AT": 0.71, "IG-NORM": 0.1135, "SSR": 0.5})
+    kept, dropped = E.learned_rows(acc, 0.5)
+    assert kept == ["CE", "AT", "SSR"] and dropped == ["IG-NORM"]       # 0.5 itself is kept
+    assert E.learned_rows({"a": 0.2, "b": 0.3}, 0.0) == (["a", "b"], [])
+    with pytest.raises(ValueError, match="only 1 of 4 rows.*IG-NORM 0.114"):
+        E.learned_rows(acc, 0.75)
+    assert E.learned_rows(acc, 0.75, at_least=1) == (["CE"], ["AT", "IG-NORM", "SSR"])
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="min_acc"):
+            E.learned_rows(acc, bad)
+    with pytest.raises(ValueError, match="accuracies"):
+        E.learned_rows({"a": 1.5}, 0.5)

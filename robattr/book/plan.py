@@ -258,7 +258,7 @@ def _values(dataset):
 
 # -- the cross-paper matrix ------------------------------------------------------------
 _MATRIX_ROWS = {"CE": ("ce", {}), "AT-linf": ("at", {}), "TRADES": ("trades", {}),
-                "IG-NORM": ("ig_norm", {}), "IGR": ("igr", {}), "SSR": ("ssr", {}),
+                "IG-NORM": ("ig_norm", {"batch_size": 16}), "IGR": ("igr", {}), "SSR": ("ssr", {}),
                 "Hessian": ("hessian", {}), "l2": ("l2", {}), "l2+cosd": ("l2_cosd", {})}
 
 
