@@ -34,7 +34,8 @@ from robattr.catalog import ARCHS
 __all__ = [
     "ARCHS", "ACTIVATIONS", "Normalize", "build", "set_activation", "get_activation",
     "using_activation", "has_relu", "not_twice_differentiable", "load_weights", "ResNetCIFAR",
-    "BasicBlock", "LambdaShortcut", "random_mlp", "sample_random_mlp", "RandomMLP", "PairLogit", "two_layer_scorer",
+    "BasicBlock", "LambdaShortcut", "random_mlp", "sample_random_mlp", "RandomMLP", "PairLogit",
+    "two_layer_scorer",
 ]
 
 ACTIVATIONS = ("relu", "softplus")
