@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from robattr import models, viz
+from robattr import models, verdicts, viz
 from robattr.bounds import (FROBENIUS_MAX_D, attribution_function, homogeneity_check, log_slope,
                             pool_gaps, pool_switches, scaling_check, switch_moved, theorem6_cases,
                             theorem6_tally)
@@ -360,9 +360,13 @@ def test_bound_table_and_side_by_side():
 
 def test_eps_label_guarded_and_random_deviation():
     assert T.eps_label(8 / 255) == "8/255" and T.eps_label(0.1) == "0.1"
-    rule = object()
+    rule = verdicts.exact(0, 5)
     assert T.guarded(rule, np.linspace(1, 2, 50), np.zeros(50)) is rule
     assert T.guarded(rule, np.zeros(50), np.zeros(50)).verdict == "inconclusive"
+    outside = T.guarded(rule, np.linspace(1, 2, 50), np.zeros(50), broken="max-pooling")
+    assert outside.verdict == "not comparable" and "max-pooling" in outside.rule
+    assert rule.rule in outside.rule and T.HYPOTHESIS_001 in outside.rule
+    assert T.guarded(rule, np.zeros(50), np.zeros(50), broken="max-pooling").verdict == "not comparable"
     net = _softplus_net(0, d=4).float()
     x = torch.rand(3, 4)
     y = torch.zeros(3, dtype=torch.long)

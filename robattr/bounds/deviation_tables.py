@@ -15,7 +15,7 @@ import torch
 
 from robattr.bounds.jacobian import attribution_function
 
-__all__ = ["random_deviation", "guarded", "bound_summary", "bound_table", "side_by_side",
+__all__ = ["HYPOTHESIS_001", "random_deviation", "guarded", "bound_summary", "bound_table", "side_by_side",
            "crossing_shares", "worst_cell", "concat_runs", "cases_within", "eps_label"]
 
 NORMS = ("l2", "linf")
@@ -49,13 +49,19 @@ def random_deviation(model, x: torch.Tensor, y: torch.Tensor, method: str, norm:
     return (g1 - g0).flatten(1).norm(dim=1).double().cpu()
 
 
-def guarded(rule, attacked, random):
+#: the hypothesis under which 001 states its bounds (Thm 1-3, Cor 1-2)
+HYPOTHESIS_001 = "001: a twice-differentiable classifier"
+
+
+def guarded(rule, attacked, random, broken: str | None = None):
     """The claim's verdict ``rule``, unless the attack moves the maps no more than random noise
-    does (:func:`robattr.verdicts.attack_effective`), in which case that verdict replaces it."""
+    does (:func:`robattr.verdicts.attack_effective`), in which case that verdict replaces it;
+    and not comparable when ``broken`` says how the models break 001's hypothesis
+    (:func:`robattr.models.not_twice_differentiable`; :func:`robattr.verdicts.within_hypothesis`)."""
     from robattr import verdicts
 
     guard = verdicts.attack_effective(attacked, random)
-    return guard if guard is not None else rule
+    return verdicts.within_hypothesis(guard if guard is not None else rule, HYPOTHESIS_001, broken)
 
 
 def bound_summary(run: dict) -> dict:
