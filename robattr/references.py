@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "available", "label", "rows", "compare_values", "claim_verdict",
+__all__ = ["ENV", "available", "label", "rows", "compare_values", "claim_verdict", "claim_record",
            "value_columns"]
 
 ENV = "ROBATTR_REFERENCE_DIR"
@@ -95,6 +95,20 @@ def claim_verdict(profile: str, text: str) -> str | None:
         return None
     hit = df[(df["metric"] == "claim") & (df["text"] == text)]
     return None if hit.empty else str(hit["verdict"].iloc[0])
+
+
+def claim_record(profile: str, text: str) -> dict[str, str] | None:
+    """What the reference recorded for the claim with this exact text (``verdict``,
+    ``rule``, ``scale``, ``kind``), else None."""
+    df = rows(profile)
+    if "text" not in df:
+        return None
+    hit = df[(df["metric"] == "claim") & (df["text"] == text)]
+    if hit.empty:
+        return None
+    row = hit.iloc[0]
+    return {k: ("" if k not in hit or str(row[k]) == "nan" else str(row[k]))
+            for k in ("verdict", "rule", "scale", "kind")}
 
 
 def value_columns(compared, ours: str = "ours", paper: str = "paper") -> list[str]:

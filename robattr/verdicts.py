@@ -11,12 +11,15 @@ The rules (each can return every outcome it names; ``tests/test_verdicts.py`` re
 * :func:`gap`: paired values (one per image, seed or cell), "a is better than b": the
   bootstrap interval of the mean difference decides holds / does not hold /
   inconclusive (the interval holds 0);
-* :func:`combine`: several verdicts (cells of a table) into one: holds when every cell
-  holds, holds partly, does not hold, or inconclusive when most cells are;
+* :func:`combine`: several verdicts (cells of a table) into one, by the rule its
+  docstring states (a cell that holds only partly does not count as holding);
 * :func:`exact`: an exact statement checked on ``n`` cases: holds with 0 violations,
   does not hold otherwise;
 * :func:`share`: "at least a share ``p`` of the cases": the Wilson interval of the
-  observed share against ``p``;
+  observed share against ``p`` (and it says when ``n`` is too small for "holds" to be
+  reachable at all: :func:`share_cases_needed`);
+* :func:`share_clustered`: the same share when cases come in correlated groups (one
+  image under several models or budgets): a cluster bootstrap over whole images;
 * :func:`attack_effective`: the guard of a robustness claim: when the attacked maps move
   no more than under random noise of the same size, the attack is ineffective at this
   scale and the claim is inconclusive, whatever the method;
@@ -35,9 +38,10 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["VERDICTS", "Verdict", "gap", "combine", "exact", "share", "attack_effective",
+__all__ = ["VERDICTS", "Verdict", "gap", "combine", "exact", "share", "share_cases_needed",
+           "share_clustered", "attack_effective",
            "within_hypothesis",
-           "Scale", "set_scale", "current_scale", "PROFILE_ENV", "print_cells"]
+           "Scale", "set_scale", "training_summary", "current_scale", "PROFILE_ENV", "print_cells"]
 
 #: The verdicts, and how each is rendered.
 VERDICTS = {
@@ -129,25 +133,38 @@ def gap(a, b=0.0, *, higher_is_better: bool = True, level: float = 0.95,
 
 
 def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
-    """Several verdicts (the cells of a table) into one. Holds only when every cell holds;
-    does not hold when no cell holds and some fail; inconclusive when more than half of
-    the cells are; holds partly otherwise (some cells hold, others fail or stay within the
-    noise)."""
+    """Several verdicts (the cells of a table) into one, by a rule the verdict states:
+
+    * holds: every cell holds;
+    * inconclusive: more than half of the cells are inconclusive or not comparable;
+    * holds partly: at least one cell holds in full (a cell that itself holds only partly
+      does not count as holding);
+    * does not hold: no cell holds in full and at least one goes the other way;
+    * holds partly, otherwise (no cell fails; the cells hold partly or stay in the noise).
+    """
     verdicts = list(verdicts)
     if not verdicts or not all(isinstance(v, Verdict) for v in verdicts):
         raise ValueError("combine needs a non-empty list of Verdicts")
     n = len(verdicts)
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
-    some_hold = counts["holds"] + counts["holds partly"] > 0
     tally = (f"{counts['holds']} of {n} {what} hold, {counts['holds partly']} partly, "
              f"{counts['does not hold']} do not, {counts['inconclusive']} inconclusive")
+    if counts["not comparable"]:
+        tally += f", {counts['not comparable']} not comparable"
     if counts["holds"] == n:
-        return Verdict("holds", tally)
+        return Verdict("holds", f"{tally}: every {_singular(what)} holds")
     if counts["inconclusive"] + counts["not comparable"] > n / 2:
-        return Verdict("inconclusive", f"{tally}: most cells are within the noise")
-    if not some_hold:
-        return Verdict("does not hold", tally)
-    return Verdict("holds partly", tally)
+        return Verdict("inconclusive", f"{tally}: most {what} are within the noise")
+    if counts["holds"]:
+        return Verdict("holds partly", f"{tally}: some {what} hold in full, not all")
+    if counts["does not hold"]:
+        return Verdict("does not hold", f"{tally}: no {_singular(what)} holds in full "
+                       "(one that holds partly does not count) and some go the other way")
+    return Verdict("holds partly", f"{tally}: none holds in full and none goes the other way")
+
+
+def _singular(what: str) -> str:
+    return what[:-1] if what.endswith("s") and not what.endswith("ss") else what
 
 
 def exact(violations: int, n: int, *, what: str = "cases") -> Verdict:
@@ -186,6 +203,69 @@ def share(k: int, n: int, *, at_least: float, level: float = 0.95,
     lo, hi = _wilson(int(k), int(n), level)
     where = (f"{int(k)} of {int(n)} {what} ({_fmt(k / n)}), {int(level * 100)} % Wilson "
              f"interval [{_fmt(lo)}, {_fmt(hi)}] against {_fmt(at_least)}")
+    if lo >= at_least:
+        return Verdict("holds", where)
+    if hi < at_least:
+        return Verdict("does not hold", where)
+    if _wilson(int(n), int(n), level)[0] < at_least:
+        need = (f"at least {share_cases_needed(at_least, level)}" if at_least < 1 else
+                "a count of violations instead (verdicts.exact)")
+        return Verdict("inconclusive", f"{where}: with {int(n)} {what} even {int(n)} of "
+                       f"{int(n)} could not confirm it (that needs {need})")
+    return Verdict("inconclusive", where)
+
+
+def share_cases_needed(at_least: float, level: float = 0.95) -> int:
+    """The fewest cases with which :func:`share` can return "holds" at all (all of them
+    passing): below it, the rule can only say "does not hold" or "inconclusive"."""
+    if not 0 < at_least < 1:
+        raise ValueError(f"at_least must be in (0, 1), got {at_least!r}")
+    n = 1
+    while _wilson(n, n, level)[0] < at_least:
+        n *= 2
+    lo, hi = n // 2, n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _wilson(mid, mid, level)[0] >= at_least else (mid, hi)
+    return hi
+
+
+def share_clustered(hits, groups, *, at_least: float, level: float = 0.95,
+                    n_boot: int = 4000, seed: int = 0, what: str = "cases",
+                    group_unit: str = "images") -> Verdict:
+    """"At least a share ``at_least`` of the cases", when cases come in correlated groups
+    (several models, budgets or attacks on one image): ``hits[i]`` says whether case ``i``
+    passed and ``groups[i]`` which image it belongs to. The interval resamples whole
+    groups (a cluster bootstrap of the pooled share), so an image seen in many cases weighs
+    as one independent draw, and the sentence names the number of distinct groups.
+    Entirely at or above ``at_least`` → holds; entirely below → does not hold; otherwise
+    inconclusive."""
+    hits = _values("hits", hits)
+    if not np.isin(hits, (0.0, 1.0)).all():
+        raise ValueError("hits must be 0/1 (or booleans), one per case")
+    groups = np.asarray(groups).ravel()
+    if groups.shape != hits.shape:
+        raise ValueError(f"hits and groups must have one entry per case, got {hits.size} "
+                         f"and {groups.size}")
+    if not 0 < at_least <= 1:
+        raise ValueError(f"at_least must be in (0, 1], got {at_least!r}")
+    _, inverse = np.unique(groups, return_inverse=True)
+    g = int(inverse.max()) + 1
+    k_g = np.bincount(inverse, weights=hits, minlength=g)
+    n_g = np.bincount(inverse, minlength=g).astype(float)
+    share = float(k_g.sum() / n_g.sum())
+    if g == 1:
+        lo = hi = share
+    else:
+        rng = np.random.default_rng(seed)
+        pick = rng.integers(0, g, size=(n_boot, g))
+        boot = k_g[pick].sum(1) / n_g[pick].sum(1)
+        lo, hi = (float(q) for q in np.quantile(boot, [(1 - level) / 2, (1 + level) / 2]))
+    where = (f"{int(hits.sum())} of {hits.size} {what} ({_fmt(share)}) on {g} distinct "
+             f"{group_unit}, {int(level * 100)} % cluster-bootstrap interval (resampling "
+             f"{group_unit}) [{_fmt(lo)}, {_fmt(hi)}] against {_fmt(at_least)}")
+    if g < 2:
+        return Verdict("inconclusive", f"{where}: one {_singular(group_unit)} gives no interval")
     if lo >= at_least:
         return Verdict("holds", where)
     if hi < at_least:
@@ -233,6 +313,9 @@ class Scale:
     model: str = ""
     n: int | None = None
     unit: str = "images"
+    #: the trained models' quality and budget (:func:`training_summary`), or "" when the
+    #: claim rests on no trained model (a synthetic case says so in ``model``)
+    trained: str = ""
 
     def text(self, profile: str | None = None) -> str:
         from robattr import catalog
@@ -244,6 +327,8 @@ class Scale:
             parts.append(f"{self.dataset}{size}")
         if self.model:
             parts.append(self.model)
+        if self.trained:
+            parts.append(self.trained)
         if self.n is not None:
             unit = self.unit
             if self.n == 1 and unit.isalpha():       # one word: "1 image", "1 class"
@@ -257,13 +342,45 @@ class Scale:
 _SCALE = [Scale()]
 
 
+def _span(values, fmt) -> str:
+    lo, hi = min(values), max(values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
+
+
+def training_summary(models) -> str:
+    """What a claim on trained models must show beside its verdict: their clean test
+    accuracy and training budget, read from the zoo's metadata (``model.zoo_meta``), e.g.
+    ``"test accuracy 38.5 %, 3 epochs on 1000 images"`` or, for several models,
+    ``"test accuracy 35–41 % (4 models), 3 epochs on 1000 images"``. Models without zoo
+    metadata (built in the notebook) are counted as such."""
+    models = [models] if hasattr(models, "parameters") else list(models)
+    if not models:
+        raise ValueError("training_summary needs at least one model")
+    metas = [getattr(m, "zoo_meta", None) for m in models]
+    known = [m for m in metas if isinstance(m, dict) and "test_acc" in m]
+    if not known:
+        return f"{len(models)} model{'s' * (len(models) > 1)} not from the zoo (no recorded accuracy)"
+    acc = _span([100 * float(m["test_acc"]) for m in known], lambda v: f"{v:.1f}")
+    epochs = _span([int(m["config"]["epochs"]) for m in known], str)
+    images = _span([int(m.get("train_images") or 0) for m in known], str)
+    count = f" ({len(known)} models)" if len(known) > 1 else ""
+    text = f"test accuracy {acc} %{count}, {epochs} epochs on {images} images"
+    if len(known) < len(models):
+        text += f", and {len(models) - len(known)} not from the zoo"
+    return text
+
+
 def set_scale(dataset: str = "", model: str = "", n: int | None = None,
-              unit: str = "images") -> Scale:
+              unit: str = "images", *, models=None) -> Scale:
     """The scale every later claim of this notebook shows (one call in the setup cell);
-    a claim may override ``n`` or ``unit``."""
+    a claim may override ``n`` or ``unit``. ``models``: the trained model(s) the claims
+    rest on, whose test accuracy and training budget the line then shows
+    (:func:`training_summary`); leave it out only for a synthetic case, which ``model``
+    then names."""
     if n is not None and (isinstance(n, bool) or int(n) != n or n < 1):
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    _SCALE[0] = Scale(str(dataset), str(model), None if n is None else int(n), unit)
+    trained = "" if models is None else training_summary(models)
+    _SCALE[0] = Scale(str(dataset), str(model), None if n is None else int(n), unit, trained)
     return _SCALE[0]
 
 

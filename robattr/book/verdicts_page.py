@@ -41,14 +41,17 @@ def collect(book_dir: Path):
         key = csv.relative_to(book_dir).as_posix().removesuffix(".results.csv")
         df["key"], df["chapter"] = key, key.split("/")[0]
         frames.append(df)
-    cols = ["chapter", "key", "text", "verdict", "rule", "scale", "evidence", "anchor"]
+    cols = ["chapter", "key", "kind", "text", "verdict", "rule", "scale", "evidence", "anchor",
+            "erratum"]
     if not frames:
         return pd.DataFrame(columns=cols)
     out = pd.concat(frames, ignore_index=True)
     for c in cols:
         if c not in out:
             out[c] = ""
-    return out[cols].fillna("")
+    out = out[cols].fillna("")
+    out.loc[out["kind"] == "", "kind"] = "claim"      # recorded before kinds existed
+    return out
 
 
 def _reference_verdicts(root: Path) -> dict[str, dict]:
@@ -65,7 +68,7 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
     out = {}
     for name in names:
         status = reference.status(root, name, notebooks)
-        claims = {}
+        claims, detail = {}, {}
         for key, state in status.items():
             path = reference.results_file(root, name, key)
             if state == "missing":
@@ -73,20 +76,33 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
             df = results.read(path)
             if "text" in df and (df["metric"] == "claim").any():
                 for _, r in df[df["metric"] == "claim"].iterrows():
-                    claims[(key, r["text"])] = r["verdict"]
-        out[name] = {"claims": claims, "status": status,
+                    if str(r.get("kind", "claim")) in ("claim", "", "nan"):
+                        claims[(key, r["text"])] = r["verdict"]
+                        detail[(key, r["text"])] = (str(r.get("rule", "")),
+                                                    str(r.get("scale", "")))
+        out[name] = {"claims": claims, "detail": detail, "status": status,
                      "prov": reference.provenance(root, name)}
     return out
 
 
-def _reference_cell(ref: dict, key: str, text: str) -> str:
+def _reference_cell(ref: dict, key: str, text: str, scale: str = "") -> str:
+    """The reference's verdict on a claim with its own numbers and scale; a reference made
+    at this build's settings is the same evidence again, and says so."""
+    from robattr.papers import _same_scale
     from robattr.verdicts import VERDICTS
 
     state = ref["status"].get(key, "missing")
     if state == "missing":
         return "no run"
     verdict = ref["claims"].get((key, text))
-    cell = VERDICTS.get(verdict, verdict) if verdict else "not tested"
+    if not verdict:
+        return "not tested"
+    cell = VERDICTS.get(verdict, verdict)
+    rule, where = ref.get("detail", {}).get((key, text), ("", ""))
+    if where and scale and _same_scale(where, scale):
+        cell += " (same settings as this build: the same evidence, not a corroboration)"
+    elif rule or where:
+        cell += f" ({'; '.join(p for p in (rule, where) if p)})"
     return f"{cell} (stale)" if state == "stale" else cell
 
 
@@ -145,11 +161,14 @@ def _changed_section(claims, refs: dict[str, dict]) -> list[str]:
     return lines
 
 
-def against(claims, refs: dict[str, dict]) -> list[tuple[str, str, str, dict[str, str]]]:
+def against(claims, refs: dict[str, dict],
+            others=()) -> list[tuple[str, str, str, dict[str, str]]]:
     """The claims that **do not hold** in this build or in a kept reference that is not
     stale: ``(key, text, this build's verdict or "", {reference: verdict})``, in this
-    build's order, then the references' own (claims this build did not record)."""
-    seen, out = set(), []
+    build's order, then the references' own (claims this build did not record).
+    ``others`` are ``(key, text)`` pairs this build records as checks or demonstrations,
+    which a reference made before kinds existed recorded as claims: they are left out."""
+    seen, out = set(others), []
 
     def row(key, text, here):
         there = {name: ref["claims"][(key, text)] for name, ref in refs.items()
@@ -167,18 +186,18 @@ def against(claims, refs: dict[str, dict]) -> list[tuple[str, str, str, dict[str
     return out
 
 
-def _against_section(claims, refs: dict[str, dict]) -> list[str]:
+def _against_section(claims, refs: dict[str, dict], others=()) -> list[str]:
     from robattr.verdicts import VERDICTS
 
-    rows = against(claims, refs)
+    rows = against(claims, refs, others)
     names = list(refs)
     lines = [f"({AGAINST})=", "## Where a run goes against the paper", "",
              "The claims that do not hold in this build, or in a kept reference run that is "
              "not stale"
-             + (f" ({', '.join(names)})" if names else "") + ". Some are the checks behind an "
-             "entry of the {doc}`errata` page (a statement wrong as printed); the others are "
-             "verdicts at the scale shown on their claim line, which a run at another scale may "
-             "reverse.", ""]
+             + (f" ({', '.join(names)})" if names else "") + ". Each is a verdict at the scale "
+             "shown on its claim line, which a run at another scale may reverse. The "
+             "statements that are wrong as printed are not here: they are the errata, shown "
+             "by the counterexamples listed below.", ""]
     if not rows:
         return lines + ["None.", ""]
     lines += [f"{len(rows)} claims.", "",
@@ -190,6 +209,32 @@ def _against_section(claims, refs: dict[str, dict]) -> list[str]:
         lines.append(f"| {_cell(text)} | {VERDICTS.get(here, here) if here else 'not run'} |"
                      f"{cells} {{doc}}`{key}` |")
     return lines + [""]
+
+
+def _apart_section(checks, demos) -> list[str]:
+    """Checks of our arithmetic and demonstrations of errata: listed, never tallied."""
+    lines = ["(checks-and-demonstrations)=", "## Checks and demonstrations (not counted)", ""]
+    lines += [f"**Checks of our own arithmetic.** {len(checks)} passed in this build (a check "
+              "that fails stops its notebook)." if len(checks) else
+              "**Checks of our own arithmetic.** None in this build.", ""]
+    if len(checks):
+        lines += ["| check | rule and numbers | where |", "|---|---|---|"]
+        for _, r in checks.iterrows():
+            link = f'<a href="{r["key"]}.html#{r["anchor"]}">{r["key"]}</a>'
+            lines.append(f"| {_cell(r['text'])} | {_cell(r['rule'])} | {link} |")
+        lines.append("")
+    lines += [f"**Errata shown by a built counterexample.** {len(demos)} in this build; each "
+              "links to its entry on the {doc}`errata` page." if len(demos) else
+              "**Errata shown by a built counterexample.** None in this build.", ""]
+    if len(demos):
+        lines += ["| statement as printed | the counterexample | erratum | where |",
+                  "|---|---|---|---|"]
+        for _, r in demos.iterrows():
+            link = f'<a href="{r["key"]}.html#{r["anchor"]}">{r["key"]}</a>'
+            lines.append(f"| {_cell(r['text'])} | {_cell(r['rule'])} | "
+                         f"{{ref}}`{r['erratum']}` | {link} |")
+        lines.append("")
+    return lines
 
 
 def _cell(text: str) -> str:
@@ -226,7 +271,11 @@ def write(root: Path, log=print) -> Path:
     from robattr.verdicts import VERDICTS
 
     book_dir = Path(root) / "book"
-    claims = collect(book_dir)
+    everything = collect(book_dir)
+    claims = everything[everything["kind"] == "claim"]
+    checks = everything[everything["kind"] == "check"]
+    demos = everything[everything["kind"] == "demonstration"]
+    others = {(r["key"], r["text"]) for _, r in everything.iterrows() if r["kind"] != "claim"}
     stamps = read_stamps(book_dir)
     refs = _reference_verdicts(Path(root))
     lines = [
@@ -240,6 +289,11 @@ def write(root: Path, log=print) -> Path:
         "is within that noise, or the attack did not move the maps more than random noise of",
         "the same size. The scale column says what data, model and how many items produced",
         "the verdict; a verdict on 8×8 digits is a verdict on 8×8 digits.",
+        "",
+        "Only the papers' own claims are counted here. The notebooks also run checks of our",
+        "own arithmetic (identities, round-trips, the book's corrected forms: a failure is a",
+        "bug, and the build stops on it) and counterexamples built to show an erratum; both",
+        "are listed apart at the end of the page.",
         "",
     ]
     if claims.empty:
@@ -258,12 +312,13 @@ def write(root: Path, log=print) -> Path:
                       "|---|---|---|---|" + "---|" * len(refs) + "---|"]
             for _, r in group.iterrows():
                 link = f'<a href="{r["key"]}.html#{r["anchor"]}">{r["key"]}</a>'
-                ref_cells = "".join(f" {_reference_cell(ref, r['key'], r['text'])} |"
+                ref_cells = "".join(f" {_cell(_reference_cell(ref, r['key'], r['text'], r['scale']))} |"
                                     for ref in refs.values())
                 lines.append(f"| {_cell(r['text'])} | {VERDICTS.get(r['verdict'], r['verdict'])} "
                              f"| {_cell(r['rule'])} | {_cell(r['scale'])} |{ref_cells} {link} |")
             lines.append("")
-    lines += _against_section(claims, refs)
+    lines += _against_section(claims, refs, others)
+    lines += _apart_section(checks, demos)
     if refs:
         lines += _reference_section(refs)
         lines += _changed_section(claims, refs)

@@ -12,7 +12,8 @@ whenever the shared folder is present.
 ...
 
 Notebooks put our number beside the paper's with :func:`compare` and state each claim
-with :func:`claim`.
+with :func:`claim`; a check of our own arithmetic with :func:`check`, and a counterexample
+built to show an erratum with :func:`demonstrate` (neither counts in a paper's tally).
 """
 from __future__ import annotations
 
@@ -21,7 +22,12 @@ from typing import Sequence
 
 from robattr.verdicts import VERDICTS, Verdict  # the verdicts a claim can carry
 
-__all__ = ["TABLES_DIR", "CITATIONS", "tables", "table", "compare", "claim", "VERDICTS"]
+__all__ = ["TABLES_DIR", "CITATIONS", "tables", "table", "compare", "claim", "check",
+           "demonstrate", "CheckFailed", "KINDS", "VERDICTS"]
+
+#: what a recorded line is: a claim of the paper, a check of our arithmetic, or the
+#: demonstration of an erratum (only claims count in a paper's tally)
+KINDS = ("claim", "check", "demonstration")
 
 TABLES_DIR = Path(__file__).parent / "tables"
 
@@ -110,43 +116,130 @@ def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
     return out
 
 
-def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
-          unit: str | None = None, dataset: str | None = None, model: str | None = None):
-    """A claim of the paper with our verdict, rendered as Markdown and recorded.
+class CheckFailed(AssertionError):
+    """A check of our own arithmetic failed, or a built counterexample did not show its
+    erratum: a bug in robattr or in the notebook, never a finding about a paper."""
 
-    ``verdict`` must come from a rule of :mod:`robattr.verdicts` (a :class:`Verdict`: the
-    outcome and the sentence that states the rule and its numbers); a literal string is
-    refused. The line shows the scale set by :func:`robattr.verdicts.set_scale` (``n``,
-    ``unit``, ``dataset`` and ``model`` override it for this claim) and the profile. ``evidence`` adds a sentence.
-    The claim is recorded (metric ``claim``) beside the notebook's results, for the book's
-    Verdicts page, and carries an anchor ``claim-<i>`` that page links to. When the
-    notebook has reference runs (:mod:`robattr.references`), the line adds the verdict each
-    gave the same claim.
-    """
+
+def _record(kind: str, text: str, verdict: Verdict, evidence: str, overrides: dict,
+            **extra) -> tuple[int, str]:
+    """Record one claim, check or demonstration (metric ``claim``, label ``kind``) and
+    return its index and scale text."""
     from dataclasses import replace
 
-    from IPython.display import Markdown
-
-    from robattr import references, results
+    from robattr import results
     from robattr.verdicts import current_scale
 
     if not isinstance(verdict, Verdict):
-        raise TypeError("a claim's verdict must come from a rule of robattr.verdicts (gap, "
+        raise TypeError(f"a {kind}'s verdict must come from a rule of robattr.verdicts (gap, "
                         f"combine, exact, share, attack_effective), not {verdict!r}")
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("a claim needs its text")
-    scale = current_scale()
-    scale = replace(scale, **{k: v for k, v in (("n", n), ("unit", unit), ("dataset", dataset),
-                                                ("model", model)) if v is not None})
+        raise ValueError(f"a {kind} needs its text")
+    scale = replace(current_scale(), **{k: v for k, v in overrides.items() if v is not None})
     where = scale.text()
     index = sum(r["metric"] == "claim" for r in results.rows()) + 1
     results.record("claim", list(VERDICTS).index(verdict.verdict), text=text,
                    verdict=verdict.verdict, rule=verdict.rule, scale=where,
-                   evidence=evidence, anchor=f"claim-{index}")
-    tail = f" {evidence}" if evidence else ""
+                   evidence=evidence, anchor=f"claim-{index}", kind=kind, **extra)
+    return index, where
+
+
+def _reference_tail(text: str, where: str) -> str:
+    """What each reference run handed to the notebook says of the same claim: its verdict,
+    its own numbers and scale; the same settings as this run are the same evidence twice."""
+    from robattr import references
+
+    tail = ""
     for profile, meta in references.available().items():
-        ref = references.claim_verdict(profile, text)
-        seen = f"**{VERDICTS.get(ref, ref)}**" if ref else "not tested there"
-        tail += f" *{references.label(profile, meta)}: {seen}.*"
+        ref = references.claim_record(profile, text)
+        name = references.label(profile, meta)
+        if ref is None:
+            tail += f" *{name}: not tested there.*"
+            continue
+        word = VERDICTS.get(ref["verdict"], ref["verdict"])
+        if ref["scale"] and _same_scale(ref["scale"], where):
+            tail += (f" *{name}: **{word}**, at the same settings as this run (the same "
+                     "evidence again, not a corroboration).*")
+        else:
+            tail += f" *{name}: **{word}** ({ref['rule']}; {ref['scale']}).*"
+    return tail
+
+
+def _same_scale(a: str, b: str) -> bool:
+    """Two scale lines that differ at most in the profile they name."""
+    def strip(s: str) -> str:
+        return ", ".join(p for p in s.split(", ") if not p.startswith("profile ")
+                         and p != "run outside the pipeline")
+    return strip(a) == strip(b)
+
+
+def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
+          unit: str | None = None, dataset: str | None = None, model: str | None = None):
+    """A claim **of the paper** with our verdict, rendered as Markdown and recorded.
+
+    Only claims count in a paper's tally. An identity or the book's own corrected form is a
+    :func:`check`; a counterexample built to show an erratum is a :func:`demonstrate`.
+
+    ``verdict`` must come from a rule of :mod:`robattr.verdicts` (a :class:`Verdict`: the
+    outcome and the sentence that states the rule and its numbers); a literal string is
+    refused. The line shows the scale set by :func:`robattr.verdicts.set_scale` (``n``,
+    ``unit``, ``dataset`` and ``model`` override it for this claim) and the profile.
+    ``evidence`` adds a sentence. The claim is recorded (metric ``claim``, kind ``claim``)
+    beside the notebook's results, for the book's Verdicts page, and carries an anchor
+    ``claim-<i>`` that page links to. When the notebook has reference runs
+    (:mod:`robattr.references`), the line adds what each found for the same claim: its
+    verdict, its numbers and its scale.
+    """
+    from IPython.display import Markdown
+
+    index, where = _record("claim", text, verdict, evidence,
+                           dict(n=n, unit=unit, dataset=dataset, model=model))
+    tail = (f" {evidence}" if evidence else "") + _reference_tail(text, where)
     return Markdown(f'<span id="claim-{index}"></span>**Claim:** {text} — '
                     f"**{VERDICTS[verdict.verdict]}** ({verdict.rule}; {where}).{tail}")
+
+
+def check(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
+          unit: str | None = None, dataset: str | None = None, model: str | None = None):
+    """A check of **our own arithmetic**: an identity, a code round-trip or the book's own
+    corrected form, which only a bug can break. It never counts in a paper's tally. It
+    must pass: a ``verdict`` other than "holds" raises :class:`CheckFailed`, so the build
+    reports the notebook as failed. Recorded like a claim, with kind ``check``."""
+    from IPython.display import Markdown
+
+    if isinstance(verdict, Verdict) and verdict.verdict != "holds":
+        raise CheckFailed(f"check failed (a bug, not a finding): {text} ({verdict.rule})")
+    index, where = _record("check", text, verdict, evidence,
+                           dict(n=n, unit=unit, dataset=dataset, model=model))
+    tail = f" {evidence}" if evidence else ""
+    return Markdown(f'<span id="claim-{index}"></span>**Check (our arithmetic):** {text} — '
+                    f"**✔ passes** ({verdict.rule}; {where}).{tail}")
+
+
+#: where the errata page lives, relative to a notebook page (``book/<chapter>/<nb>.html``)
+ERRATA_PAGE = "../errata.html"
+
+
+def demonstrate(text: str, verdict: Verdict, erratum: str, evidence: str = "", *,
+                n: int | None = None, unit: str | None = None, dataset: str | None = None,
+                model: str | None = None):
+    """A **demonstration of an erratum**: a counterexample built to show that a statement
+    of the paper is wrong as printed. Such a case can only come out one way, so it is not
+    a claim and does not count in the paper's tally; it links to its entry ``erratum`` (a
+    label of ``book/errata.md``, e.g. ``"erratum-wk25-thm1"``). The built case must
+    refute the statement: a ``verdict`` other than "does not hold" raises
+    :class:`CheckFailed`. Recorded like a claim, with kind ``demonstration``."""
+    from IPython.display import Markdown
+
+    if not isinstance(erratum, str) or not erratum.startswith("erratum-"):
+        raise ValueError(f"erratum must be a label of book/errata.md starting with "
+                         f"'erratum-', got {erratum!r}")
+    if isinstance(verdict, Verdict) and verdict.verdict != "does not hold":
+        raise CheckFailed(f"the counterexample did not show its erratum ({erratum}), a bug: "
+                          f"{text} ({verdict.rule})")
+    index, where = _record("demonstration", text, verdict, evidence,
+                           dict(n=n, unit=unit, dataset=dataset, model=model), erratum=erratum)
+    tail = f" {evidence}" if evidence else ""
+    return Markdown(f'<span id="claim-{index}"></span>**Erratum shown:** {text} — '
+                    f"**the counterexample refutes it as printed** ({verdict.rule}; {where}). "
+                    f"See [the errata entry]({ERRATA_PAGE}#{erratum}).{tail}")
