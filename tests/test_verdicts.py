@@ -204,3 +204,184 @@ def test_no_notebook_writes_a_verdict_by_hand():
                         node.func, "attr", None)) == "Verdict":
                     found.append(f"{path.relative_to(ROOT)} cell {i}: Verdict(...)")
     assert found == [], "\n".join(found)
+
+
+# --------------------------------------------------------------------------- every rule
+def _every_rule_outcome():
+    """For each rule of robattr.verdicts, data that should give each of its outcomes."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=40)
+    noise = rng.normal(scale=0.01, size=40)
+    h, p, f, i, c = (Verdict(v, "") for v in VERDICTS)
+    many_groups = np.repeat(np.arange(30), 4)
+    return {
+        "gap": {"holds": lambda: verdicts.gap(base + 1, base),
+                "does not hold": lambda: verdicts.gap(base - 1, base),
+                "inconclusive": lambda: verdicts.gap(base + noise, base)},
+        "combine": {"holds": lambda: verdicts.combine([h, h]),
+                    "holds partly": lambda: verdicts.combine([h, f]),
+                    "does not hold": lambda: verdicts.combine([p, f]),
+                    "inconclusive": lambda: verdicts.combine([i, i, h])},
+        "exact": {"holds": lambda: verdicts.exact(0, 10),
+                  "does not hold": lambda: verdicts.exact(1, 10)},
+        "share": {"holds": lambda: verdicts.share(98, 100, at_least=0.8),
+                  "does not hold": lambda: verdicts.share(40, 100, at_least=0.8),
+                  "inconclusive": lambda: verdicts.share(7, 8, at_least=0.8)},
+        "share_clustered": {
+            "holds": lambda: verdicts.share_clustered(np.ones(120), many_groups, at_least=0.9),
+            "does not hold": lambda: verdicts.share_clustered(
+                np.r_[np.ones(40), np.zeros(80)], many_groups, at_least=0.9),
+            "inconclusive": lambda: verdicts.share_clustered(
+                np.r_[np.ones(100), np.zeros(20)], many_groups, at_least=0.8)},
+        "attack_effective": {  # None: the claim's own rule decides
+            None: lambda: verdicts.attack_effective(base + 5, base),
+            "inconclusive": lambda: verdicts.attack_effective(base + noise, base)},
+        "within_hypothesis": {
+            "not comparable": lambda: verdicts.within_hypothesis(h, "smooth", "max-pooling"),
+            "holds": lambda: verdicts.within_hypothesis(h, "smooth", None),
+            "does not hold": lambda: verdicts.within_hypothesis(f, "smooth", None)},
+    }
+
+
+def test_every_rule_reaches_each_of_its_outcomes():
+    """Each rule is fed data that should give each outcome it can return, and gives it; a
+    public rule missing from this table fails the test (a new rule must be added here)."""
+    table = _every_rule_outcome()
+    rules = {name for name in verdicts.__all__ if callable(getattr(verdicts, name))
+             and name not in {"Verdict", "Scale", "set_scale", "current_scale", "print_cells",
+                              "training_summary", "share_cases_needed"}}
+    assert rules == set(table), f"rules without outcome data: {rules ^ set(table)}"
+    for name, outcomes in table.items():
+        for want, make in outcomes.items():
+            got = make()
+            got = got if got is None else got.verdict
+            assert got == want, f"{name}: wanted {want!r}, got {got!r}"
+
+
+def test_share_says_when_its_cases_cannot_confirm_the_claim():
+    need = verdicts.share_cases_needed(0.95)
+    assert verdicts.share(need, need, at_least=0.95).verdict == "holds"
+    v = verdicts.share(need - 1, need - 1, at_least=0.95)
+    assert v.verdict == "inconclusive" and f"needs at least {need}" in v.rule
+    assert "count of violations" in verdicts.share(50, 50, at_least=1.0).rule
+    assert "needs" not in verdicts.share(7, 8, at_least=0.5).rule   # reachable: no note
+
+
+def test_share_clustered_resamples_images_not_cases():
+    # 10 images, each seen in 20 cases; 2 images fail every case: pooled Wilson would be
+    # narrow (200 cases), the cluster interval is wide (10 images)
+    hits = np.r_[np.ones(160), np.zeros(40)]
+    groups = np.repeat(np.arange(10), 20)
+    v = verdicts.share_clustered(hits, groups, at_least=0.72)
+    assert v.verdict == "inconclusive" and "10 distinct images" in v.rule
+    assert verdicts.share(160, 200, at_least=0.72).verdict == "holds"   # what pooling claims
+    assert verdicts.share_clustered([1, 1], [0, 0], at_least=0.5).verdict == "inconclusive"
+    with pytest.raises(ValueError, match="one entry per case"):
+        verdicts.share_clustered([1, 0], [0], at_least=0.5)
+    with pytest.raises(ValueError, match="0/1"):
+        verdicts.share_clustered([0.5, 1], [0, 1], at_least=0.5)
+
+
+def test_combine_does_not_count_a_partly_holding_cell_as_holding():
+    h, p, f, i = (Verdict(v, "") for v in ("holds", "holds partly", "does not hold", "inconclusive"))
+    v = verdicts.combine([p, p, f, f], what="pairs")
+    assert v.verdict == "does not hold" and "0 of 4 pairs hold, 2 partly" in v.rule
+    assert verdicts.combine([p, p, i]).verdict == "holds partly"       # none fails
+    assert "some cells hold in full" in verdicts.combine([h, f]).rule
+
+
+def test_training_summary_reads_the_zoo_metadata():
+    from torch import nn
+
+    def model(acc, epochs, images):
+        m = nn.Linear(2, 2)
+        m.zoo_meta = {"test_acc": acc, "config": {"epochs": epochs}, "train_images": images}
+        return m
+
+    assert verdicts.training_summary(model(0.385, 3, 1000)) == \
+        "test accuracy 38.5 %, 3 epochs on 1000 images"
+    assert verdicts.training_summary([model(0.35, 3, 1000), model(0.41, 3, 1000)]) == \
+        "test accuracy 35.0–41.0 % (2 models), 3 epochs on 1000 images"
+    assert "not from the zoo" in verdicts.training_summary(nn.Linear(2, 2))
+    s = verdicts.set_scale("digits", "mlp", 8, models=model(0.9, 20, 1257))
+    assert s.text("quick") == ("digits 8×8, mlp, test accuracy 90.0 %, 20 epochs on 1257 "
+                               "images, 8 images, profile quick")
+    verdicts.set_scale()
+
+
+def test_checks_and_demonstrations_are_recorded_apart_and_must_come_out_their_way(
+        tmp_path, monkeypatch):
+    path = tmp_path / "nb.results.csv"
+    monkeypatch.setenv(results.ENV, str(path))
+    verdicts.set_scale("", "random linear maps")
+    md = papers.check("the inverse formula round-trips", verdicts.exact(0, 50))
+    assert "Check (our arithmetic)" in md.data and "passes" in md.data
+    with pytest.raises(papers.CheckFailed, match="a bug"):
+        papers.check("the inverse formula round-trips", verdicts.exact(2, 50))
+    md = papers.demonstrate("Thm 9 as printed", verdicts.exact(3, 3), erratum="erratum-x-thm9")
+    assert "errata.html#erratum-x-thm9" in md.data
+    with pytest.raises(papers.CheckFailed, match="did not show its erratum"):
+        papers.demonstrate("Thm 9 as printed", verdicts.exact(0, 3), erratum="erratum-x-thm9")
+    with pytest.raises(ValueError, match="erratum-"):
+        papers.demonstrate("Thm 9 as printed", verdicts.exact(3, 3), erratum="thm9")
+    df = results.read(path)
+    assert list(df["kind"]) == ["check", "demonstration"]
+    assert df["erratum"].iloc[1] == "erratum-x-thm9"
+    verdicts.set_scale()
+
+
+def test_verdicts_page_tallies_only_the_papers_claims(tmp_path, monkeypatch):
+    from robattr.book import verdicts_page
+
+    path = tmp_path / "book" / "wang2020" / "t.results.csv"
+    path.parent.mkdir(parents=True)
+    monkeypatch.setenv(results.ENV, str(path))
+    papers.claim("a claim of the paper", Verdict("does not hold", "r1"))
+    papers.check("our identity", verdicts.exact(0, 5))
+    papers.demonstrate("Thm 2 as printed", verdicts.exact(5, 5), erratum="erratum-w-thm2")
+    page = verdicts_page.write(tmp_path, log=lambda *a: None).read_text()
+    assert "recorded 1 claims: 1 does not hold" in page
+    against = page.split("## Where a run goes against the paper")[1].split("## ")[0]
+    assert "a claim of the paper" in against and "Thm 2 as printed" not in against
+    apart = page.split("## Checks and demonstrations (not counted)")[1]
+    assert "1 passed" in apart and "| our identity |" in apart
+    assert "{ref}`erratum-w-thm2`" in apart and "| Thm 2 as printed |" in apart
+    # a reference made before kinds existed recorded the demonstration as a claim: it is
+    # not listed against the paper
+    refs = {"medium": {"status": {"wang2020/t": "fresh"},
+                       "claims": {("wang2020/t", "Thm 2 as printed"): "does not hold"}}}
+    claims = verdicts_page.collect(tmp_path / "book")
+    others = {(r["key"], r["text"]) for _, r in claims.iterrows() if r["kind"] != "claim"}
+    assert verdicts_page.against(claims[claims["kind"] == "claim"], refs, others) == \
+        [("wang2020/t", "a claim of the paper", "does not hold", {})]
+
+
+def test_a_reference_at_the_same_settings_is_not_a_corroboration():
+    from robattr.book import verdicts_page
+
+    ref = {"status": {"a/x": "fresh"}, "claims": {("a/x", "t"): "holds"},
+           "detail": {("a/x", "t"): ("0 violations in 9 cases", "digits 8×8, mlp, profile medium")}}
+    same = verdicts_page._reference_cell(ref, "a/x", "t", "digits 8×8, mlp, profile quick")
+    assert "same evidence" in same
+    other = verdicts_page._reference_cell(ref, "a/x", "t", "mnist 28×28, mlp, profile quick")
+    assert "0 violations in 9 cases; digits 8×8, mlp, profile medium" in other
+
+
+def test_every_demonstration_links_to_an_errata_entry():
+    """Each papers.demonstrate(...) in a notebook names a label that book/errata.md holds."""
+    import re
+
+    labels = set(re.findall(r"^\((erratum-[a-z0-9-]+)\)=$",
+                            (ROOT / "book" / "errata.md").read_text(), re.M))
+    missing = []
+    for path in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
+        for cell in nbformat.read(path, 4).cells:
+            if cell.cell_type != "code":
+                continue
+            for node in ast.walk(ast.parse(cell.source)):
+                if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "demonstrate":
+                    kw = {k.arg: k.value for k in node.keywords}
+                    arg = kw.get("erratum", node.args[2] if len(node.args) > 2 else None)
+                    if not (isinstance(arg, ast.Constant) and arg.value in labels):
+                        missing.append(f"{path.relative_to(ROOT)}: {ast.unparse(arg) if arg else None}")
+    assert missing == [], "\n".join(missing)
