@@ -32,7 +32,7 @@ import torch
 
 __all__ = ["THEME", "set_theme", "theme", "to_image", "heatmap_grid", "rank_heatmap",
            "verdict_heatmap", "VERDICT_COLORS", "bound_ratio", "measured_vs_bound",
-           "metric_curves", "matrix_heatmap"]
+           "metric_curves", "matrix_heatmap", "show_whole_tables"]
 
 #: The book's figure style, as arguments of ``seaborn.set_theme``.
 THEME: dict[str, Any] = {
@@ -527,3 +527,14 @@ def matrix_heatmap(ax, M: torch.Tensor, title: str, *, quantile: float = 0.995):
     ax.set_title(title, fontsize=9)
     ax.set_xticks([]), ax.set_yticks([])
     return im
+
+
+def show_whole_tables() -> None:
+    """Show every row and column of a table in a notebook: pandas' default cuts a frame at
+    20 columns and 60 rows with a "…", which in the book hides exactly the paper's numbers
+    beside ours. Wide tables scroll sideways in the HTML page instead."""
+    import pandas as pd
+
+    pd.set_option("display.max_columns", None)
+    pd.set_option("display.max_rows", 500)
+    pd.set_option("display.width", None)

@@ -183,3 +183,33 @@ def test_build_on_ray_writes_pages_and_stamps(project, ray_cluster):
     assert (project / "book" / "ch" / "sweepme.results.csv").is_file()
     stamps = json.loads((project / "book" / STAMPS).read_text())
     assert "ch/sweepme" in stamps
+
+
+def test_executed_notebooks_get_no_progress_bars(monkeypatch):
+    """The kernel of a built notebook inherits TQDM_DISABLE: bars stay out of the pages."""
+    import os
+
+    from robattr.book import execution
+
+    assert execution.QUIET_ENV == {"TQDM_DISABLE": "1"}
+    seen = {}
+
+    def fake_execute_notebook(src, out, **kw):
+        seen.update({k: os.environ.get(k) for k in execution.QUIET_ENV})
+        raise RuntimeError("stop here")
+
+    import papermill
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute_notebook)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    import tempfile
+    from pathlib import Path
+
+    from robattr.book.notebooks import discover
+
+    root = Path(__file__).resolve().parents[1]
+    nb = next(n for n in discover(root) if n.key == "example/digits_saliency")
+    with tempfile.TemporaryDirectory() as tmp:
+        failure = execution.execute(nb, {}, Path(tmp) / "out.ipynb", progress=False)
+    assert failure is not None and "stop here" in failure.error
+    assert seen == {"TQDM_DISABLE": "1"} and "TQDM_DISABLE" not in os.environ

@@ -332,3 +332,18 @@ def test_log_axes_are_labelled_with_plain_numbers():
     labels = [t.get_text() for a in (g.ax.xaxis, g.ax.yaxis)
               for t in a.get_ticklabels() + a.get_ticklabels(minor=True) if t.get_text()]
     assert labels and not any("$" in s for s in labels)
+
+
+def test_notebooks_show_whole_tables():
+    """check_params (every notebook's first call) lifts pandas' 20-column cut, which hid
+    the paper's numbers beside ours behind a "…"."""
+    import pandas as pd
+
+    from robattr.viz import show_whole_tables
+
+    wide = pd.DataFrame([range(30)], columns=[f"c{i}" for i in range(30)])
+    with pd.option_context("display.max_columns", 20):
+        assert "..." in wide.to_html(max_cols=pd.get_option("display.max_columns"))
+        show_whole_tables()
+        assert pd.get_option("display.max_columns") is None
+        assert "..." not in wide._repr_html_() and "c29" in wide._repr_html_()

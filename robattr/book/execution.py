@@ -39,6 +39,13 @@ def results_path(output: Path) -> Path:
     return Path(output).with_suffix(".results.csv")
 
 
+#: Set for the kernel of every executed notebook: progress bars (tqdm, the zoo's training
+#: bars) stay out of the pages, where they would be a log of the build rather than a result
+#: (the build shows its own progress per notebook in the terminal). Interactive users, who
+#: run a notebook themselves, keep their bars.
+QUIET_ENV = {"TQDM_DISABLE": "1"}
+
+
 def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
             progress: bool = True) -> NotebookFailure | None:
     """papermill ``nb`` with ``params`` into ``output`` (run in the output's folder).
@@ -54,8 +61,9 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
     output.parent.mkdir(parents=True, exist_ok=True)
     results_csv = results_path(output)
     results_csv.unlink(missing_ok=True)
-    saved = os.environ.get(results.ENV)
+    saved = {k: os.environ.get(k) for k in (results.ENV, *QUIET_ENV)}
     os.environ[results.ENV] = str(results_csv)    # inherited by the kernel process
+    os.environ.update(QUIET_ENV)
     try:
         papermill.execute_notebook(str(nb.path), str(output), parameters=params,
                                    progress_bar=progress, cwd=str(output.parent),
@@ -69,10 +77,11 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
     except Exception as err:  # kernel died, bad notebook file, ...
         return NotebookFailure(nb.key, output, None, f"{type(err).__name__}: {err}")
     finally:
-        if saved is None:
-            os.environ.pop(results.ENV, None)
-        else:
-            os.environ[results.ENV] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     _tag_injected_cell(nb, params, output)
     return None
 

@@ -564,7 +564,13 @@ def check_notebook(namespace: dict[str, Any] | None = None,
     ``robattr.check_params()`` in a notebook's first code cell: the declarations come
     from the parameters cell (``source``, default: found in IPython's history), the
     values from ``namespace`` (default: the notebook's globals, after papermill's
-    injected cell). Returns the checked values; raises :class:`ParameterError`."""
+    injected cell). Returns the checked values; raises :class:`ParameterError`.
+
+    It also sets the book's table display (:func:`robattr.viz.show_whole_tables`), since
+    every notebook calls it first."""
+    from robattr.viz import show_whole_tables
+
+    show_whole_tables()
     source = source if source is not None else _history_cell()
     params = read_cell(source)
     if namespace is None:
