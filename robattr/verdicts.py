@@ -359,7 +359,8 @@ def training_summary(models) -> str:
     metas = [getattr(m, "zoo_meta", None) for m in models]
     known = [m for m in metas if isinstance(m, dict) and "test_acc" in m]
     if not known:
-        return f"{len(models)} model{'s' * (len(models) > 1)} not from the zoo (no recorded accuracy)"
+        plural = "s" * (len(models) > 1)
+        return f"{len(models)} model{plural} not from the zoo (no recorded accuracy)"
     acc = _span([100 * float(m["test_acc"]) for m in known], lambda v: f"{v:.1f}")
     epochs = _span([int(m["config"]["epochs"]) for m in known], str)
     images = _span([int(m.get("train_images") or 0) for m in known], str)

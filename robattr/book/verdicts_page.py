@@ -312,8 +312,9 @@ def write(root: Path, log=print) -> Path:
                       "|---|---|---|---|" + "---|" * len(refs) + "---|"]
             for _, r in group.iterrows():
                 link = f'<a href="{r["key"]}.html#{r["anchor"]}">{r["key"]}</a>'
-                ref_cells = "".join(f" {_cell(_reference_cell(ref, r['key'], r['text'], r['scale']))} |"
-                                    for ref in refs.values())
+                ref_cells = "".join(
+                    f" {_cell(_reference_cell(ref, r['key'], r['text'], r['scale']))} |"
+                    for ref in refs.values())
                 lines.append(f"| {_cell(r['text'])} | {VERDICTS.get(r['verdict'], r['verdict'])} "
                              f"| {_cell(r['rule'])} | {_cell(r['scale'])} |{ref_cells} {link} |")
             lines.append("")
