@@ -43,11 +43,11 @@ __all__ = ["VERDICTS", "Verdict", "gap", "combine", "exact", "share", "share_cas
            "within_hypothesis",
            "Scale", "set_scale", "training_summary", "current_scale", "PROFILE_ENV", "print_cells"]
 
-#: The verdicts, and how each is rendered.
+#: The verdicts, and how each is rendered (marks that every text font has, no emoji).
 VERDICTS = {
-    "holds": "✅ holds",
+    "holds": "✓ holds",
     "holds partly": "◐ holds partly",
-    "does not hold": "❌ does not hold",
+    "does not hold": "✗ does not hold",
     "inconclusive": "≈ inconclusive",
     "not comparable": "— not comparable",
 }

@@ -145,12 +145,12 @@ def test_verdicts_page_lists_every_recorded_claim(tmp_path, monkeypatch):
     assert page.count("| claim wang2020/t2 ") == 2 and page.count("| claim lim2021/t ") == 2
     for key in ("wang2020/t2", "lim2021/t"):
         assert f'href="{key}.html#claim-' in page
-    assert "❌ does not hold" in page and "≈ inconclusive" in page
+    assert "✗ does not hold" in page and "≈ inconclusive" in page
     assert (book / verdicts_page.FIGURE).exists()
     assert "{doc}`wang2020/t2` | 12 | quick" in page
     # the one claim that does not hold is listed again, in its own section
     section = page.split("## Where a run goes against the paper")[1].split("## ")[0]
-    assert "1 claims." in section and "| claim lim2021/t 0 | ❌ does not hold | {doc}`lim2021/t` |" \
+    assert "1 claims." in section and "| claim lim2021/t 0 | ✗ does not hold | {doc}`lim2021/t` |" \
         in section and "wang2020" not in section
 
 
@@ -176,7 +176,7 @@ def test_against_lists_what_does_not_hold_here_or_in_a_fresh_reference():
                    ("c/z", "only in the reference", "", {"medium": "does not hold"})]
     assert verdicts_page.against(claims.iloc[:2], {}) == []
     lines = verdicts_page._against_section(claims, refs)
-    assert "| only in the reference | not run | ❌ does not hold | {doc}`c/z` |" in lines
+    assert "| only in the reference | not run | ✗ does not hold | {doc}`c/z` |" in lines
     assert "None." in verdicts_page._against_section(claims.iloc[:1], {})
 
 
@@ -385,3 +385,21 @@ def test_every_demonstration_links_to_an_errata_entry():
                     if not (isinstance(arg, ast.Constant) and arg.value in labels):
                         missing.append(f"{path.relative_to(ROOT)}: {ast.unparse(arg) if arg else None}")
     assert missing == [], "\n".join(missing)
+
+
+def test_verdicts_page_follows_the_book_and_keeps_rows_short(tmp_path, monkeypatch):
+    import shutil
+
+    from robattr.book import verdicts_page
+
+    shutil.copy(ROOT / "_toc.yml", tmp_path / "_toc.yml")
+    for key in ("lim2021/untargeted", "wang2020/table2_attacks"):     # alphabetical: lim first
+        path = tmp_path / "book" / f"{key}.results.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        monkeypatch.setenv(results.ENV, str(path))
+        papers.claim(f"claim of {key}", Verdict("holds", "0 violations in 9 cases"))
+    page = verdicts_page.write(tmp_path, log=lambda *a: None).read_text()
+    assert page.index("## Wang et al. (2020, `wang2020`)") < page.index("## Lim et al. (2021")
+    row = next(line for line in page.splitlines() if line.startswith("| claim of wang2020"))
+    assert "<details><summary>rule and numbers</summary>0 violations in 9 cases</details>" in row
+    assert "✓ holds" in row and "profile" not in row

@@ -85,25 +85,83 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
     return out
 
 
-def _reference_cell(ref: dict, key: str, text: str, scale: str = "") -> str:
-    """The reference's verdict on a claim with its own numbers and scale; a reference made
-    at this build's settings is the same evidence again, and says so."""
+def _reference_parts(ref: dict, key: str, text: str, scale: str = "") -> tuple[str, str]:
+    """A reference's verdict word on a claim and what lies behind it (its rule and numbers
+    and its own scale, or that it ran at this build's settings)."""
     from robattr.papers import _same_scale
-    from robattr.verdicts import VERDICTS
 
     state = ref["status"].get(key, "missing")
     if state == "missing":
-        return "no run"
+        return "no run", ""
     verdict = ref["claims"].get((key, text))
     if not verdict:
-        return "not tested"
-    cell = VERDICTS.get(verdict, verdict)
+        return "not tested", ""
+    word = verdict + (" (stale)" if state == "stale" else "")
     rule, where = ref.get("detail", {}).get((key, text), ("", ""))
     if where and scale and _same_scale(where, scale):
-        cell += " (same settings as this build: the same evidence, not a corroboration)"
-    elif rule or where:
-        cell += f" ({'; '.join(p for p in (rule, where) if p)})"
-    return f"{cell} (stale)" if state == "stale" else cell
+        return word, "same settings as this build: the same evidence, not a corroboration"
+    return word, "; ".join(p for p in (rule, where) if p)
+
+
+def _details(head: str, body: str, summary: str = "numbers") -> str:
+    """A table cell with ``body`` a click away (an HTML details element on one line)."""
+    if not body:
+        return head
+    return (f"{head} <details><summary>{summary}</summary>"
+            f"{_cell(body).replace('<', '&lt;')}</details>")
+
+
+def _short_scale(scale: str) -> str:
+    """The scale without the profile (the page says which profile built it)."""
+    return _cell(", ".join(p for p in str(scale).split(", ") if not p.startswith("profile ")))
+
+
+def _chapter_title(chapter: str) -> str:
+    from robattr.papers import CITATIONS
+
+    cite = CITATIONS.get(chapter)
+    if not cite:
+        return _GROUPS.get(chapter, chapter)
+    import re
+
+    authors = cite.split(". ")[0].split(", ")
+    year = re.findall(r"\b(?:19|20)\d\d\b", cite)[-1]
+    first = authors[0].split(" ")[-1]
+    return f"{first}{' et al.' if len(authors) > 2 else ' and ' + authors[1].split(' ')[-1]} " \
+           f"({year}, `{chapter}`)"
+
+
+def book_order(root: Path, keys) -> list[str]:
+    """Notebook keys in the order of the book's table of contents (unknown keys last)."""
+    import yaml
+
+    toc = Path(root) / "_toc.yml"
+    order: list[str] = []
+    if toc.is_file():
+        def walk(node):
+            if isinstance(node, dict):
+                f = node.get("file")
+                if isinstance(f, str) and f.startswith("book/"):
+                    order.append(f.removeprefix("book/"))
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+        walk(yaml.safe_load(toc.read_text()))
+    rank = {k: i for i, k in enumerate(order)}
+    return sorted(dict.fromkeys(keys), key=lambda k: (rank.get(k, len(rank)), k))
+
+
+def _reference_cell(ref: dict, key: str, text: str, scale: str = "") -> str:
+    """The reference's verdict on a claim with its own numbers and scale, in one string."""
+    from robattr.verdicts import VERDICTS
+
+    word, more = _reference_parts(ref, key, text, scale)
+    verdict, _, stale = word.partition(" (stale)")
+    shown = VERDICTS.get(verdict, verdict) + (" (stale)" if stale or word.endswith("(stale)")
+                                              else "")
+    return f"{shown} ({more})" if more else shown
 
 
 def _reference_section(refs: dict[str, dict]) -> list[str]:
@@ -272,6 +330,9 @@ def write(root: Path, log=print) -> Path:
 
     book_dir = Path(root) / "book"
     everything = collect(book_dir)
+    if not everything.empty:
+        rank = {k: i for i, k in enumerate(book_order(root, everything["key"]))}
+        everything = everything.sort_values("key", key=lambda c: c.map(rank), kind="stable")
     claims = everything[everything["kind"] == "claim"]
     checks = everything[everything["kind"] == "check"]
     demos = everything[everything["kind"] == "demonstration"]
@@ -307,16 +368,18 @@ def write(root: Path, log=print) -> Path:
         for chapter, group in claims.groupby("chapter", sort=False):
             title = CITATIONS.get(chapter, _GROUPS.get(chapter, chapter))
             ref_heads = "".join(f" {name} ref |" for name in refs)
-            lines += [f"## {chapter}", "", f"*{title}*", "",
-                      f"| claim | verdict | rule and numbers | scale |{ref_heads} where |",
-                      "|---|---|---|---|" + "---|" * len(refs) + "---|"]
+            lines += [f"## {_chapter_title(chapter)}", "", f"*{title}*", "",
+                      f"| claim | verdict |{ref_heads} scale | where |",
+                      "|---|---|" + "---|" * len(refs) + "---|---|"]
             for _, r in group.iterrows():
                 link = f'<a href="{r["key"]}.html#{r["anchor"]}">{r["key"]}</a>'
                 ref_cells = "".join(
-                    f" {_cell(_reference_cell(ref, r['key'], r['text'], r['scale']))} |"
-                    for ref in refs.values())
-                lines.append(f"| {_cell(r['text'])} | {VERDICTS.get(r['verdict'], r['verdict'])} "
-                             f"| {_cell(r['rule'])} | {_cell(r['scale'])} |{ref_cells} {link} |")
+                    f" {_details(VERDICTS.get(v, v), more)} |"
+                    for v, more in (_reference_parts(ref, r["key"], r["text"], r["scale"])
+                                    for ref in refs.values()))
+                lines.append(f"| {_details(_cell(r['text']), r['rule'], 'rule and numbers')} "
+                             f"| {VERDICTS.get(r['verdict'], r['verdict'])} |{ref_cells} "
+                             f"{_short_scale(r['scale'])} | {link} |")
             lines.append("")
     lines += _against_section(claims, refs, others)
     lines += _apart_section(checks, demos)
