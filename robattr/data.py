@@ -19,8 +19,11 @@ a folder path      ``torchvision.datasets.ImageFolder`` on ``<path>/<split>`` (o
                    it has no split folders), RGB, resized and center-cropped to ``size``
                    (default 224).
 
-Images of ImageFolder trees (cifar10-jpg included) are decoded on access, and their order
-is interleaved over classes (each class's first image, then each class's second, ...) so
+The JPEG copy of CIFAR-10 (``cifar10-jpg``) is decoded once, on first use, into a uint8
+tensor cached under ``cache_dir()/"decoded"`` and keyed by its files' names, sizes and
+modification times (:func:`decoded_folder`); it is then an in-memory dataset like the
+others. Images of other ImageFolder trees are decoded on access. The order of a folder's
+images is interleaved over classes (each class's first image, then each class's second, ...) so
 that "the first n test images" are not all of one class. In-memory datasets keep the
 original order.
 
@@ -46,6 +49,7 @@ from robattr.utils import cache_dir, get_device
 
 __all__ = [
     "DATASETS", "DatasetInfo", "DatasetNotFoundError", "InMemoryDataset", "FileDataset",
+    "decoded_folder",
     "info", "load", "data_root", "as_tensors", "loader", "sample_images", "available",
 ]
 
@@ -302,7 +306,8 @@ def _load_cifar10(split, root, download):
         if tuple(base.classes) != CIFAR10_CLASSES:
             raise ValueError(f"{jpgs} has class folders {base.classes}, "
                              f"expected CIFAR-10's {list(CIFAR10_CLASSES)}")
-        return FileDataset("cifar10", base, CIFAR10_CLASSES, (3, 32, 32))
+        images, targets = decoded_folder(base, f"cifar10-jpg-{split}", (3, 32, 32))
+        return InMemoryDataset("cifar10", images, targets, CIFAR10_CLASSES)
     if pickles.is_dir() or download:
         base = _call_torchvision("cifar10", pickles, _CIFAR_FILES, datasets.CIFAR10, str(root),
                                  train=split == "train", download=download)
@@ -336,6 +341,46 @@ def _load_folder(name, path, split, size):
     base = ImageFolder(str(path / split if splits else path), transform=_ToTensor(size))
     _interleave_classes(base)
     return FileDataset(str(name), base, base.classes, (3, size, size))
+
+
+def decoded_folder(base, name: str, shape) -> tuple[torch.Tensor, torch.Tensor]:
+    """The images of an ImageFolder ``base`` (every one of ``shape``, read by
+    :func:`_read_rgb`) as one uint8 tensor ``N x C x H x W`` and their targets, in the
+    folder's sample order: decoded once and cached under ``cache_dir()/"decoded"``, keyed
+    by the files' relative paths, sizes and modification times and the sample order (a
+    changed, added or removed file makes a new key). Decoding 60,000 CIFAR-10 JPEGs takes
+    about 20 s on one core; loading the cache well under a second."""
+    import hashlib
+
+    from tqdm.auto import tqdm
+
+    root = Path(base.root)
+    h = hashlib.sha256(repr(tuple(shape)).encode())
+    for path, c in base.samples:
+        st = os.stat(path)
+        h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0{c}\n"
+                 .encode())
+    cache = Path(cache_dir()) / "decoded" / f"{name}-{h.hexdigest()[:20]}.pt"
+    if cache.is_file():
+        try:
+            stored = torch.load(cache, weights_only=True)
+            if tuple(stored["images"].shape) == (len(base.samples), *shape):
+                return stored["images"], stored["targets"]
+        except Exception:                                 # unreadable (torch.load raises
+            pass                                          # several types): decode again
+    images = torch.empty((len(base.samples), *shape), dtype=torch.uint8)
+    for i, (path, _) in enumerate(tqdm(base.samples, desc=f"decoding {name} (once)",
+                                       unit="image", leave=False)):
+        img = _read_rgb(path)
+        if tuple(img.shape) != tuple(shape):
+            raise ValueError(f"{path} is {tuple(img.shape)}, expected {tuple(shape)}")
+        images[i] = img
+    targets = torch.tensor([c for _, c in base.samples], dtype=torch.long)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+    torch.save({"images": images, "targets": targets}, tmp)
+    os.replace(tmp, cache)                                # atomic: readers see all or nothing
+    return images, targets
 
 
 def _call_torchvision(name, folder, expected, cls, *args, **kwargs):

@@ -57,6 +57,8 @@ DEFAULTS: dict[str, Any] = {
     "optimizer": "adam",
     "weight_decay": 0.0,
     "milestones": None,
+    "augment": "none",
+    "schedule": "step",
 }
 
 
@@ -108,12 +110,18 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
            weight_decay: float = DEFAULTS["weight_decay"],
            milestones: list[int] | None = DEFAULTS["milestones"], seed: int = 0,
            activation: str = "relu", beta: float | None = None,
-           train_size: int | None = None, **loss_hparams: Any) -> dict[str, Any]:
+           train_size: int | None = None, augment: str = DEFAULTS["augment"],
+           schedule: str = DEFAULTS["schedule"], **loss_hparams: Any) -> dict[str, Any]:
     """The full, validated, canonical configuration of a zoo model (what its key hashes).
 
     ``train_size`` (default: :func:`effective_train_size`, i.e. ``$ROBATTR_TRAIN_SIZE``)
     trains on the first ``train_size`` images of the train split; it is in the
-    configuration only when set."""
+    configuration only when set. ``augment`` and ``schedule`` (the recipe:
+    :mod:`robattr.train.batches`) are in it only when they differ from the defaults
+    (``"none"``, ``"step"``), so that the models trained before they existed keep their
+    keys."""
+    from robattr.train.batches import check_augment, check_schedule
+
     from robattr.models import ARCHS, _check_activation
     from robattr.train import OPTIMIZERS, make_loss
 
@@ -144,6 +152,12 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
     n_train = effective_train_size(train_size)
     if n_train is not None:
         cfg["train_size"] = n_train
+    if check_augment(augment) != DEFAULTS["augment"]:
+        cfg["augment"] = augment
+    if check_schedule(schedule) != DEFAULTS["schedule"]:
+        if milestones:
+            raise ValueError(f"milestones belong to the 'step' schedule, not {schedule!r}")
+        cfg["schedule"] = schedule
     return json.loads(_canonical_json(cfg))  # tuples -> lists, exactly what the JSON stores
 
 
@@ -277,7 +291,8 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
               weight_decay: float = DEFAULTS["weight_decay"],
               milestones: list[int] | None = DEFAULTS["milestones"], seed: int = 0,
               activation: str = "relu", beta: float | None = None,
-              train_size: int | None = None,
+              train_size: int | None = None, augment: str = DEFAULTS["augment"],
+              schedule: str = DEFAULTS["schedule"],
               device: str | torch.device = "auto", retrain: bool = False,
               progress: bool = True, **loss_hparams: Any) -> nn.Module:
     """A trained model in eval mode on ``device``: from the cache, else trained and cached.
@@ -286,13 +301,16 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
     that loss. ``activation="softplus"`` needs ``beta`` (the model is trained with it).
     ``train_size`` (default ``$ROBATTR_TRAIN_SIZE``, else the whole split) trains on the
     first images of the train split only (all of them when the split is smaller; the
-    metadata's ``train_images`` says how many). ``retrain=True`` discards a cached copy. Every call returns a fresh module; its
-    metadata (config, test accuracy, timings, versions) is ``model.zoo_meta``.
+    metadata's ``train_images`` says how many). ``augment`` (``"crop"``, ``"flip"``,
+    ``"crop+flip"``) and ``schedule`` (``"cosine"``, ``"onecycle"``) set the training
+    recipe (:mod:`robattr.train.batches`). ``retrain=True`` discards a cached copy. Every
+    call returns a fresh module; its metadata (config, test accuracy, timings, versions)
+    is ``model.zoo_meta``.
     """
     cfg = config(dataset, arch, method, epochs=epochs, lr=lr, batch_size=batch_size,
                  optimizer=optimizer, weight_decay=weight_decay, milestones=milestones,
                  seed=seed, activation=activation, beta=beta, train_size=train_size,
-                 **loss_hparams)
+                 augment=augment, schedule=schedule, **loss_hparams)
     key = _key(cfg)
     dev = get_device(device)
     if retrain:
@@ -326,7 +344,8 @@ def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
     hist = fit(model, train_set, loss=_loss(cfg),
                epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"],
                optimizer=cfg["optimizer"], weight_decay=cfg["weight_decay"],
-               milestones=cfg["milestones"], seed=cfg["seed"], device=dev, progress=progress)
+               milestones=cfg["milestones"], seed=cfg["seed"], device=dev, progress=progress,
+               augment=cfg.get("augment", "none"), schedule=cfg.get("schedule", "step"))
     wall = time.perf_counter() - t0
     test_acc = evaluate(model, data.load(dataset, split="test"), device=dev)
     meta = {

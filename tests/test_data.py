@@ -386,3 +386,34 @@ def test_sample_images():
     assert images.dtype == torch.float32 and 0 <= images.min() and images.max() <= 1
     assert {"china", "flower"} <= set(names)
     assert data.sample_images(size=32)[0].shape[1:] == (3, 32, 32)
+
+
+def test_cifar10_jpg_is_decoded_once_and_cached_by_its_files(tmp_path, monkeypatch):
+    """The JPEG copy is decoded on first use into a cached uint8 tensor; a changed file
+    makes a new key, an unreadable cache is decoded again."""
+    import os
+
+    from robattr import data
+
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cache"))
+    for c, cls in enumerate(CIFAR10_CLASSES):
+        write_jpg(tmp_path / "cifar10-jpg" / "train" / cls / "0000.jpg", colour(c, 0))
+    first = load("cifar10", "train", root=tmp_path)
+    assert isinstance(first, data.InMemoryDataset) and first.images.dtype == torch.uint8
+    cached = sorted((tmp_path / "cache" / "decoded").glob("cifar10-jpg-train-*.pt"))
+    assert len(cached) == 1
+    calls = []
+    monkeypatch.setattr(data, "_read_rgb", lambda p: calls.append(p))   # must not decode
+    again = load("cifar10", "train", root=tmp_path)
+    assert calls == [] and torch.equal(again.images, first.images)
+    monkeypatch.undo()
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cache"))
+    changed = tmp_path / "cifar10-jpg" / "train" / CIFAR10_CLASSES[3] / "0000.jpg"
+    write_jpg(changed, (250, 250, 250))
+    os.utime(changed, ns=(1, 1))
+    third = load("cifar10", "train", root=tmp_path)
+    assert len(list((tmp_path / "cache" / "decoded").glob("*.pt"))) == 2
+    assert int(third.images[3].float().mean()) > 240
+    newest = max((tmp_path / "cache" / "decoded").glob("*.pt"), key=lambda p: p.stat().st_mtime)
+    newest.write_bytes(b"not a tensor file")                    # unreadable: decoded again
+    assert torch.equal(load("cifar10", "train", root=tmp_path).images, third.images)

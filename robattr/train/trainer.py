@@ -120,30 +120,50 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
         batch_size: int = 128, lr: float = 1e-3, optimizer: str = "adam",
         weight_decay: float = 0.0, milestones: list[int] | None = None, seed: int = 0,
         device: str | torch.device = "auto", progress: bool = True,
-        measure_memory: bool = True) -> History:
+        measure_memory: bool = True, augment: str = "none",
+        schedule: str = "step") -> History:
     """Train ``model`` in place on ``train_set`` and return its :class:`History`.
 
-    ``train_set`` is a Dataset of ``(x, y)`` or a tuple of tensors ``(X, y)``.
+    ``train_set`` is a Dataset of ``(x, y)`` or a tuple of tensors ``(X, y)``. A set held
+    in memory (the digits, MNIST, Fashion-MNIST, CIFAR-10 and any decoded folder; tensors)
+    is moved to ``device`` whole and its batches are cut, converted and augmented there
+    (:mod:`robattr.train.batches`); other datasets are read through a DataLoader.
     ``loss``: a name in :data:`robattr.train.LOSSES` or a :class:`Loss` object.
-    ``optimizer``: ``"adam"``, ``"adamw"`` or ``"sgd"`` (momentum 0.9); ``milestones``:
-    epochs at which the learning rate is multiplied by 0.1. Seeds everything with
-    ``seed`` (shuffling included); full precision (no AMP). One tqdm bar over all batches
-    unless ``progress=False``. ``measure_memory`` records the peak memory (module
+    ``optimizer``: ``"adam"``, ``"adamw"`` or ``"sgd"`` (momentum 0.9).
+    ``augment``: ``"none"``, ``"crop"``, ``"flip"`` or ``"crop+flip"`` (random crop with
+    4 pixels of padding, horizontal flip; needs an in-memory set). ``schedule``:
+    ``"step"`` (the rate times 0.1 at each of the ``milestones`` epochs; constant without
+    them), ``"cosine"`` or ``"onecycle"`` (per batch). Seeds everything with ``seed``
+    (shuffling and augmentation included); full precision (no AMP). One tqdm bar over all
+    batches unless ``progress=False``. ``measure_memory`` records the peak memory (module
     docstring). The model ends on ``device`` in eval mode.
     """
+    from robattr.train.batches import (check_augment, check_schedule, device_batches,
+                                       make_scheduler)
+
     if not (isinstance(epochs, numbers.Integral) and epochs >= 1):
         raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+    check_augment(augment)
+    check_schedule(schedule)
+    if milestones and schedule != "step":
+        raise ValueError(f"milestones belong to the 'step' schedule, not {schedule!r}")
     loss_fn = make_loss(loss)
     dev = get_device(device)
     seed_everything(seed)
     model.to(dev)
-    dl = _loader(_as_dataset(train_set), batch_size, True, seed)
-    opt = OPTIMIZERS[optimizer](model.parameters(), lr, weight_decay)
-    sched = (torch.optim.lr_scheduler.MultiStepLR(opt, sorted(milestones), gamma=0.1)
-             if milestones else None)
     has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    dl = device_batches(train_set, batch_size=batch_size, seed=seed, device=dev,
+                        augment=augment, drop_single=has_bn)
+    if dl is None:
+        if augment != "none":
+            raise ValueError(f"augment={augment!r} needs a training set held in memory "
+                             "(robattr.data.load gives one for every built-in dataset)")
+        dl = _loader(_as_dataset(train_set), batch_size, True, seed)
+    opt = OPTIMIZERS[optimizer](model.parameters(), lr, weight_decay)
+    sched, per_step = make_scheduler(opt, schedule, lr=lr, epochs=epochs,
+                                     steps_per_epoch=len(dl), milestones=milestones)
     hist = History()
     probe = SavedTensorPeak(exclude=model.parameters()) if measure_memory else None
     state_bytes = 0
@@ -173,6 +193,8 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
                     value, logs = loss_fn(model, x, y)
                     value.backward()
                 opt.step()
+                if per_step:
+                    sched.step()
                 if first:
                     state_bytes = _state_bytes(model, opt)
                 b = len(y)
@@ -193,7 +215,7 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
                     f"training diverged: mean loss is {hist.loss[-1]} in epoch {epoch + 1} "
                     f"(lr={hist.lr[-1]}); try a smaller learning rate")
             bar.set_postfix(loss=f"{hist.loss[-1]:.4f}", acc=f"{hist.train_acc[-1]:.3f}")
-            if sched is not None:
+            if sched is not None and not per_step:
                 sched.step()
     finally:
         bar.close()
