@@ -65,7 +65,8 @@ _MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
 _CIFAR_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch", "batches.meta")
 _FLOWERS_FILES = ("jpg/", "imagelabels.mat", "setid.mat")
 _NATIVE_SIZE = {"digits": 8, "mnist": 28, "fashion_mnist": 28, "cifar10": 32}
-_HINT = "(set ROBATTR_DATA or pass root=..., or download=True)"
+_HINT = ("(set ROBATTR_DATA or pass root=...; with a network, `robattr data fetch NAME` "
+         "or download=True)")
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -252,7 +253,7 @@ def _folder(name) -> Path:
 
 def _not_found(name, folder, expected, extra=""):
     return DatasetNotFoundError(f"{name} not found in {folder}{extra}: expected "
-                                f"{', '.join(expected)} {_HINT}")
+                                f"{', '.join(expected)} {_HINT.replace('NAME', name)}")
 
 
 @functools.lru_cache(maxsize=None)

@@ -417,3 +417,28 @@ def test_cifar10_jpg_is_decoded_once_and_cached_by_its_files(tmp_path, monkeypat
     newest = max((tmp_path / "cache" / "decoded").glob("*.pt"), key=lambda p: p.stat().st_mtime)
     newest.write_bytes(b"not a tensor file")                    # unreadable: decoded again
     assert torch.equal(load("cifar10", "train", root=tmp_path).images, third.images)
+
+
+def test_robattr_data_fetch_downloads_both_splits_and_lists(monkeypatch, tmp_path, capsys):
+    """`robattr data fetch` is the command-line way to download=True (no network in the
+    tests: the loader is replaced, the command's own work is checked)."""
+    from robattr import data
+    from robattr.book import cli
+
+    calls = []
+
+    def fake_load(name, split, root=None, download=False):
+        calls.append((name, split, str(root), download))
+        return [0] * 3
+
+    monkeypatch.setattr(data, "load", fake_load)
+    assert cli.main(["data", "fetch", "mnist", "cifar10", "--data-root", str(tmp_path)]) == 0
+    assert calls == [(n, s, str(tmp_path), True) for n in ("mnist", "cifar10")
+                     for s in ("train", "test")]
+    assert cli.main(["data", "fetch", "imagenet"]) == 2
+    assert "cannot fetch imagenet" in capsys.readouterr().err
+    assert cli.main(["data", "list", "--data-root", str(tmp_path)]) == 0
+    listed = capsys.readouterr().out
+    assert "digits" in listed and "mnist          missing" in listed
+    with pytest.raises(DatasetNotFoundError, match="robattr data fetch mnist"):
+        load("mnist", root=tmp_path)

@@ -18,6 +18,8 @@ examples:
   robattr build --profile paper --executor ray --address auto     on a running Ray cluster
   robattr sweep example/digits_saliency -p epochs 2,5,15 -p arch mlp,cnn --jobs 2
   robattr plan --profile paper                   data, models to train and time, before a build
+  robattr data fetch mnist cifar10               download datasets (needs a network), decode once
+  robattr data list                              which datasets are present, and where
 
 parameters: each notebook declares them in its parameters cell, one per line,
             `name = default  # RULE | help` (robattr list shows them); a value that breaks
@@ -89,7 +91,38 @@ def _parser() -> argparse.ArgumentParser:
                     help="compare the estimates with the seconds of the book's last build "
                          "of this profile, and the training estimates with the seconds per "
                          "epoch the zoo recorded (with --models: per model)")
+    da = sub.add_parser("data", help="fetch the papers' datasets, or list which are present")
+    dsub = da.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    fe = dsub.add_parser("fetch", help="download datasets into the data root (needs a network) "
+                                       "and build their decoded caches")
+    fe.add_argument("names", nargs="+", metavar="NAME",
+                    help="mnist, fashion_mnist, cifar10 or flowers102")
+    fe.add_argument("--data-root", metavar="DIR",
+                    help="where to put them (default: $ROBATTR_DATA, else the cache folder)")
+    dl = dsub.add_parser("list", help="which datasets are present, and where")
+    dl.add_argument("--data-root", metavar="DIR", help="as for fetch")
     return p
+
+
+def _data(args) -> int:
+    """``robattr data fetch|list``: the datasets, outside any book folder."""
+    from robattr import data
+
+    root = data.data_root(args.data_root)
+    if args.data_command == "list":
+        for name in data.DATASETS:
+            where = "ships with scikit-learn" if name == "digits" else str(root)
+            print(f"{name:14s} {'present' if data.available(name, root) else 'missing':8s} {where}")
+        return 0
+    unknown = [n for n in args.names if n not in data.DATASETS or n == "digits"]
+    if unknown:
+        raise ValueError(f"cannot fetch {', '.join(unknown)}: choose from "
+                         f"{', '.join(n for n in data.DATASETS if n != 'digits')}")
+    for name in args.names:
+        for split in ("train", "test"):
+            ds = data.load(name, split, root=root, download=True)
+            print(f"{name} {split}: {len(ds)} images in {root}")
+    return 0
 
 
 def _pairs(p: argparse.ArgumentParser, short: str, long: str, value: str, help: str) -> None:
@@ -239,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = _parser().parse_args(_protect_values(sys.argv[1:] if argv is None else argv))
     try:
+        if args.command == "data":
+            return _data(args)
         root = project_root(args.root)
         if args.command == "list":
             return _list(root, args.profile)
@@ -255,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:             # bad --jobs, --address without ray, ...
         print(f"robattr: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:                # data fetch without a network, a full disk, ...
+        print(f"robattr: error: {err}", file=sys.stderr)
+        return 1
     except RuntimeError as err:           # jupyter-book failed, Ray missing or too small
         print(f"robattr: {err}", file=sys.stderr)
         return 1
