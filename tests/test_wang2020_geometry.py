@@ -11,8 +11,9 @@ from hypothesis import assume, given, settings, strategies as st
 from scipy import integrate, stats
 from torch import nn
 
-from robattr.bounds import (E_ABS_Z2_MINUS_1, input_hessian_spectral_norm, max_grad_norm,
-                            max_gradient_change, power_iteration, prop2_sigma_threshold,
+from robattr.bounds import (E_ABS_Z2_MINUS_1, first_order_excess_shrinks, input_hessian_spectral_norm,
+                            max_grad_norm, max_gradient_change, max_gradient_change_converged,
+                            power_iteration, prop2_sigma_threshold,
                             saliency_lipschitz, smoothed_hessian_quadrature,
                             smoothed_hessian_spectral_norm, smoothed_hvp,
                             smoothgrad_lipschitz_bound, stein_gradient, thm1_bound, thm3_bound)
@@ -265,3 +266,104 @@ def test_search_argument_errors():
     with pytest.raises(ValueError):
         smoothed_hvp(net, x, torch.tensor([0, 0]), noise=torch.zeros(3, 2, 3), sigma=0.1,
                      estimator="exact")
+
+
+# --------------------------------------------------------------------------- Thm 3: the converged search
+def test_input_hessian_top_vector_is_the_top_eigenvector():
+    a = sym(5, 3)
+    model = Quadratic(a, torch.zeros(5))
+    x = torch.zeros(3, 5)
+    hn, v = input_hessian_spectral_norm(model, x, 0, iters=3000, seed=0, return_vector=True)
+    top = np.abs(np.linalg.eigvalsh(a.numpy())).max()
+    assert torch.all(hn <= top * (1 + 1e-12)) and torch.allclose(hn, torch.full((3,), top), rtol=1e-5)
+    assert torch.allclose(v.norm(dim=1), torch.ones(3))
+    assert torch.allclose((v @ a).norm(dim=1), hn, rtol=1e-5)        # ‖A v‖ = ‖A‖₂
+
+
+def test_converged_search_on_a_quadratic_is_exact():
+    """For f = ½ xᵀAx the largest change over B(x, eps) is eps ‖A‖₂, at x ± eps v_top."""
+    a = sym(4, 5)
+    model = Quadratic(a, torch.zeros(4))
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    top = np.abs(np.linalg.eigvalsh(a.numpy())).max()
+    _, v = input_hessian_spectral_norm(model, x, 0, iters=3000, seed=0, return_vector=True)
+    ch, xp, conv, rounds = max_gradient_change_converged(model, x, 0, eps=0.3, directions=v, seed=0)
+    assert torch.allclose(ch, torch.full((3,), 0.3 * top), rtol=1e-9)
+    assert bool(conv.all()) and rounds == 2
+    assert torch.all((xp - x).norm(dim=1) <= 0.3 + 1e-9)
+    # from random starts alone the rounds still climb to the maximum, and never above it
+    ch2, _, conv2, rounds2 = max_gradient_change_converged(model, x, 0, eps=0.3, restarts=1, tol=1e-8,
+                                                           max_rounds=40, seed=0)
+    assert torch.all(ch2 <= 0.3 * top * (1 + 1e-9))
+    assert torch.allclose(ch2, torch.full((3,), 0.3 * top), rtol=1e-4)
+    assert bool(conv2.all()) and 2 <= rounds2 <= 40
+
+
+def test_converged_search_on_a_sine_finds_the_exact_maximum_above_the_first_order_bound():
+    """f = sin(wᵀx): ∇f(x') − ∇f(x) = w (cos(a + t) − cos a) with a = wᵀx, t = wᵀ(x' − x), so the
+    largest change is ‖w‖ max_{|t| ≤ eps‖w‖} |cos(a + t) − cos a| (a 1-D maximum, by a dense grid),
+    while eps ‖H_x‖₂ = eps ‖w‖² |sin a|: their ratio exceeds 1 at a small radius, by O(eps)."""
+    w = torch.tensor([0.8, -1.1, 0.5])
+    model = Sine(w)
+    x = torch.tensor([[0.3, 0.2, -0.4], [1.0, 0.1, 0.7]])
+    a = (x @ w).numpy()
+    nw = float(w.norm())
+    hn, v = input_hessian_spectral_norm(model, x, 0, iters=500, seed=0, return_vector=True)
+    assert np.allclose(hn.numpy(), nw ** 2 * np.abs(np.sin(a)), rtol=1e-9)
+    ratios = {}
+    for eps in (0.003, 0.01, 0.3):
+        ch, _, conv, _ = max_gradient_change_converged(model, x, 0, eps=eps, directions=v, tol=1e-10,
+                                                       max_rounds=30, seed=0)
+        t = np.linspace(-eps * nw, eps * nw, 200_001)
+        exact = nw * np.abs(np.cos(a[:, None] + t) - np.cos(a[:, None])).max(1)
+        assert np.allclose(ch.numpy(), exact, rtol=1e-6) and bool(conv.all())
+        ratios[eps] = ch.numpy() / (eps * hn.numpy())
+    assert np.all(ratios[0.003] > 1) and np.all(ratios[0.003] - 1 < ratios[0.01] - 1)
+    assert np.all(first_order_excess_shrinks(ratios[0.003], ratios[0.01], 0.003, 0.01, tol=1e-6))
+
+
+def test_converged_search_needs_two_rounds_to_converge_and_a_start():
+    net = random_mlp(4, 1)
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(2))
+    t = torch.tensor([0, 1, 2])
+    ch, _, conv, rounds = max_gradient_change_converged(net, x, t, eps=0.1, max_rounds=1, seed=0)
+    assert rounds == 1 and not bool(conv.any())
+    # every start is scored: the result is never below the change at x + eps v
+    v = torch.randn(3, 4, generator=torch.Generator().manual_seed(3))
+    ch, _, _, _ = max_gradient_change_converged(net, x, t, eps=0.1, directions=v, restarts=0, seed=0)
+    from robattr.bounds.geometry import output_grad
+    at_v = (output_grad(net, x + 0.1 * v / v.norm(dim=1, keepdim=True), t) - output_grad(net, x, t)).norm(dim=1)
+    assert torch.all(ch >= at_v - 1e-12)
+    with pytest.raises(ValueError):
+        max_gradient_change_converged(net, x, t, eps=0.1, restarts=0)
+    with pytest.raises(ValueError):
+        max_gradient_change_converged(net, x, t, eps=0.1, directions=torch.zeros(3, 5))
+    with pytest.raises(ValueError):
+        max_gradient_change_converged(net, x, t, eps=0.1, tol=0.0)
+
+
+@FAST
+@given(st.floats(0.0, 50.0), st.floats(1e-4, 0.05), st.floats(1.5, 20.0))
+def test_first_order_rule_passes_an_o_eps_excess_and_fails_a_constant_or_growing_one(c, eps1, k):
+    eps2 = k * eps1
+    # ratio = 1 + c eps: the excess vanishes in proportion to eps
+    assert first_order_excess_shrinks([1 + c * eps1], [1 + c * eps2], eps1, eps2)[0]
+    # a wrong constant (ratio -> 1.5, with a first-order slope that has not yet taken over) or
+    # a jump (excess ~ 1 / eps) keeps or grows the excess
+    c_small = min(c, 0.2 / eps2)
+    assert not first_order_excess_shrinks([1.5 + c_small * eps1], [1.5 + c_small * eps2], eps1, eps2)[0]
+    assert not first_order_excess_shrinks([1 + 0.01 / eps1], [1 + 0.01 / eps2], eps1, eps2)[0]
+
+
+def test_first_order_rule_tolerance_and_errors():
+    # at the smallest radius within 1 + tol: the bound holds there, whatever the trend
+    assert first_order_excess_shrinks([1.0005, 0.99], [1.0, 0.98], 0.01, 0.03, tol=1e-3).all()
+    assert not first_order_excess_shrinks([1.002], [1.0], 0.01, 0.03, tol=1e-3)[0]
+    # sqrt(eps1 / eps2) = 1/2: an excess that halves passes, one that shrinks less fails
+    assert first_order_excess_shrinks([1.05], [1.1], 0.01, 0.04, tol=1e-3)[0]
+    assert not first_order_excess_shrinks([1.06], [1.1], 0.01, 0.04, tol=1e-3)[0]
+    for bad in (lambda: first_order_excess_shrinks([1.0], [1.0], 0.03, 0.01),
+                lambda: first_order_excess_shrinks([1.0], [1.0, 1.0], 0.01, 0.03),
+                lambda: first_order_excess_shrinks([1.0], [1.0], 0.01, 0.03, tol=0.0)):
+        with pytest.raises(ValueError):
+            bad()

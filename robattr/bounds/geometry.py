@@ -13,7 +13,10 @@ its Hessian is ``H̃_x = E[∇²f(x + u)] = E[(u uᵀ − σ²I) f(x + u)] / σ�
 **Searches** (lower bounds on maxima, by projected gradient ascent in the ℓ2 ball,
 the best iterate kept): :func:`max_grad_norm` (Lemma 1's L), :func:`saliency_lipschitz`
 (Theorem 1's λ and its maximiser x*), :func:`max_gradient_change` (Theorem 3's
-left side). They need second derivatives of ``f``: use smooth (Softplus) models.
+left side) and :func:`max_gradient_change_converged` (the same, from the Hessian's top
+eigenvector and random restarts, refined until the maximum stops moving). They need second
+derivatives of ``f``: use smooth (Softplus) models. :func:`first_order_excess_shrinks` is
+the per-case test of a first-order bound: its excess vanishes as the radius shrinks.
 
 **Smoothed Hessian**: :func:`smoothed_hvp` (Hessian-vector products of ``f̃_σ`` under a
 fixed set of noise draws, by autograd or by the zeroth-order Stein form),
@@ -49,7 +52,8 @@ from robattr.utils import check_int, make_generator
 
 __all__ = [
     "E_ABS_Z2_MINUS_1", "OUTPUTS", "scalar_output", "output_grad", "max_grad_norm",
-    "saliency_lipschitz", "thm1_bound", "max_gradient_change", "stein_gradient",
+    "saliency_lipschitz", "thm1_bound", "max_gradient_change", "max_gradient_change_converged",
+    "first_order_excess_shrinks", "stein_gradient",
     "smoothed_hvp", "power_iteration", "smoothed_hessian_spectral_norm",
     "smoothed_hessian_quadrature", "input_hessian_spectral_norm",
     "smoothgrad_lipschitz_bound", "prop2_sigma_threshold", "thm3_bound",
@@ -125,13 +129,14 @@ def output_grad(model: nn.Module, x: torch.Tensor, target, *, output: str = "log
 def _ball_ascent(objective: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
                  eps: float, steps: int, step_size: float | None, random_start: bool,
                  generator, include_start: bool = True, min_dist: float = 0.0,
-                 clip: tuple[float, float] | None = None):
+                 clip: tuple[float, float] | None = None, start: torch.Tensor | None = None):
     """Projected ℓ2 gradient ascent of ``objective`` (N,) over ``B(x, eps)``.
 
     Returns (best value, best point); every iterate is scored, the start too when
     ``include_start``. Steps are gradients normalised per example (length
     ``step_size``, default ``2.5 eps / steps``). ``min_dist`` keeps iterates at least that
-    far from ``x`` (objectives undefined at x).
+    far from ``x`` (objectives undefined at x). ``start`` (shaped like ``x``, projected
+    into the ball) replaces the start at ``x`` or the random one.
     """
     eps = _pos("eps", eps)
     steps = check_int("steps", steps, 1)
@@ -148,7 +153,12 @@ def _ball_ascent(objective: Callable[[torch.Tensor], torch.Tensor], x: torch.Ten
         z = x + d
         return z.clamp(*clip) if clip is not None else z
 
-    if random_start:
+    if start is not None:
+        if not torch.is_tensor(start) or start.shape != x.shape:
+            raise ValueError(f"start must be shaped like x {tuple(x.shape)}, got "
+                             f"{getattr(start, 'shape', type(start).__name__)}")
+        z = proj(start.detach().to(x.dtype))
+    elif random_start:
         gdev = generator.device if generator is not None else x.device
         u = torch.randn(x.shape, generator=generator, device=gdev, dtype=x.dtype).to(x.device)
         r = torch.rand(x.shape[0], generator=generator, device=gdev, dtype=x.dtype).to(x.device)
@@ -248,6 +258,98 @@ def max_gradient_change(model: nn.Module, x: torch.Tensor, target=None, *, eps: 
     gen = make_generator(x, generator, seed)
     return _ball_ascent(_gradient_change(model, x, target, output), x, eps, steps, step_size,
                         True, gen)
+
+
+def max_gradient_change_converged(model: nn.Module, x: torch.Tensor, target=None, *, eps: float,
+                                  output: str = "logit", steps: int = 20,
+                                  directions: torch.Tensor | None = None, restarts: int = 1,
+                                  tol: float = 1e-3, max_rounds: int = 10, generator=None,
+                                  seed=None):
+    """Theorem 3's left side ``max_{x' ∈ B(x, eps)} ‖∇f(x) − ∇f(x')‖₂``, searched until the
+    maximum stops moving.
+
+    Round 1 runs the projected ℓ2 ascent of :func:`max_gradient_change` (``steps`` steps of
+    length ``2.5 eps / steps``) from every start: ``x ± eps v`` for each direction ``v`` of
+    ``directions`` (shaped like ``x``, or ``(k, *x.shape)`` for k of them; e.g. the top
+    eigenvector of ``H_x``, :func:`input_hessian_spectral_norm` with ``return_vector=True``,
+    where the first-order maximum lies) and ``restarts`` random starts in the ball; the best
+    point per example is kept. Each later round refines: the ascent again from the best
+    point, plus one fresh random start. The search stops
+    when no example's maximum rose by more than ``tol`` (relative) in a round, or after
+    ``max_rounds`` rounds.
+
+    Returns ``(change, x_prime, converged, rounds)``: the best value (N,), its point, whether
+    each example's maximum rose by at most ``tol`` (relative) in the last round (bool (N,);
+    all False when the search ends after one round), and the number of rounds run.
+    """
+    _check_model(model)
+    _check_output(output)
+    x = _check_x(x)
+    eps = _pos("eps", eps)
+    steps = check_int("steps", steps, 1)
+    restarts = check_int("restarts", restarts, 0)
+    max_rounds = check_int("max_rounds", max_rounds, 1)
+    tol = _pos("tol", tol)
+    gen = make_generator(x, generator, seed)
+    change = _gradient_change(model, x, target, output)
+    starts = []
+    if directions is not None:
+        dirs = directions.detach().to(x.device, x.dtype)
+        dirs = dirs.unsqueeze(0) if dirs.shape == x.shape else dirs
+        if dirs.ndim != x.ndim + 1 or dirs.shape[1:] != x.shape:
+            raise ValueError(f"directions must be shaped like x {tuple(x.shape)} or (k, *x.shape), "
+                             f"got {tuple(directions.shape)}")
+        for v in dirs:
+            unit = v / _view(_flat_norm(v).clamp_min(1e-30), x)
+            starts += [x + eps * unit, x - eps * unit]
+    if not starts and restarts == 0:
+        raise ValueError("the search needs a start: give directions or restarts >= 1")
+    step = 2.5 * eps / steps
+    best_v = torch.full((x.shape[0],), -float("inf"), dtype=x.dtype, device=x.device)
+    best = x.clone()
+
+    def keep(v, z):
+        better = v > best_v
+        best_v[better] = v[better]
+        best[better] = z[better]
+
+    for s in starts:
+        keep(*_ball_ascent(change, x, eps, steps, step, False, gen, start=s))
+    for _ in range(restarts):
+        keep(*_ball_ascent(change, x, eps, steps, step, True, gen))
+    converged = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+    rounds = 1
+    while rounds < max_rounds and not bool(converged.all()):
+        before = best_v.clone()
+        keep(*_ball_ascent(change, x, eps, steps, step, False, gen, start=best.clone()))
+        keep(*_ball_ascent(change, x, eps, steps, step, True, gen))
+        rounds += 1
+        converged = best_v - before <= tol * before.abs().clamp_min(1e-30)
+    return best_v.detach(), best, converged, rounds
+
+
+def first_order_excess_shrinks(ratio_small, ratio_large, eps_small: float, eps_large: float, *,
+                               tol: float = 1e-3):
+    """Per case, whether a first-order bound's excess vanishes as the radius shrinks, from
+    ``ratio = measured / bound`` at two radii ``eps_small < eps_large``.
+
+    A first-order statement allows ``ratio − 1 = O(eps)``: its excess over 1 must vanish
+    with eps, not stay (a wrong constant) or grow (a jump the expansion cannot see). A case
+    passes when the ratio at ``eps_small`` is at most ``1 + tol`` (the bound holds there,
+    to the search's tolerance) or when its excess has shrunk at least like ``√eps``:
+    ``ratio_small − 1 ≤ √(eps_small / eps_large) (ratio_large − 1)``, halfway (on a log
+    scale) between ``O(eps)``, which a first-order statement predicts, and ``O(1)``, which
+    it rules out. Returns a bool array, one per case.
+    """
+    rs = np.asarray(_arr("ratio_small", ratio_small, low=0.0), dtype=float)
+    rl = np.asarray(_arr("ratio_large", ratio_large, low=0.0), dtype=float)
+    if rs.shape != rl.shape:
+        raise ValueError(f"ratio_small and ratio_large must be paired, got {rs.shape} and {rl.shape}")
+    e_s, e_l = _pos("eps_small", eps_small), _pos("eps_large", eps_large)
+    if e_s >= e_l:
+        raise ValueError(f"eps_small must be below eps_large, got {e_s} >= {e_l}")
+    tol = _pos("tol", tol)
+    return (rs <= 1 + tol) | (rs - 1 <= math.sqrt(e_s / e_l) * (rl - 1))
 
 
 def _gradient_change(model: nn.Module, x: torch.Tensor, target, output: str):
@@ -411,9 +513,12 @@ def smoothed_hessian_spectral_norm(model: nn.Module, x: torch.Tensor, target=Non
 
 def input_hessian_spectral_norm(model: nn.Module, x: torch.Tensor, target=None, *,
                                 output: str = "logit", iters: int = 50,
-                                generator=None, seed=None) -> torch.Tensor:
+                                generator=None, seed=None, return_vector: bool = False):
     """``‖H_x‖₂ = max_i |ξ_i|`` of the input Hessian of ``f`` (N,), by power iteration on
-    Hessian-vector products (double backward; zero for ReLU networks)."""
+    Hessian-vector products (double backward; zero for ReLU networks). The estimate is
+    ``‖H_x v‖`` at a unit ``v``, so it never exceeds the true norm. With
+    ``return_vector=True`` returns ``(norm, v)``, ``v`` (shaped like ``x``) the unit
+    eigenvector estimate, the direction of the first-order maximum of Theorem 3."""
     _check_model(model)
     _check_output(output)
     x = _check_x(x)
@@ -431,8 +536,8 @@ def input_hessian_spectral_norm(model: nn.Module, x: torch.Tensor, target=None, 
         return hv
 
     v0 = torch.randn(x.shape, generator=gen, device=gdev, dtype=x.dtype).to(x.device)
-    est, _ = power_iteration(hvp, v0, iters=iters)
-    return est.detach()
+    est, v = power_iteration(hvp, v0, iters=iters)
+    return (est.detach(), v.detach()) if return_vector else est.detach()
 
 
 def smoothed_hessian_quadrature(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *,
