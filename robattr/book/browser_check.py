@@ -1,0 +1,138 @@
+"""Open every page of a built book in a real (headless) browser and list what a reader
+would see go wrong: a JavaScript error, TeX that MathJax left untypeset or could not
+parse, an image that does not load, a table pandas cut short, a progress bar or a warning
+in a cell's output, "nan" in a table.
+
+    problems = check_book(Path("book/_build/html"))      # {page: [problem, ...]}
+
+It drives Debian's Chromium (``/usr/bin/chromium``, or ``$ROBATTR_CHROMIUM``) through
+Playwright's Python package; :func:`available` says whether both are present and, if not,
+why (the tests skip with that reason). The checks themselves run as one script in the
+page (:data:`PAGE_SCRIPT`), after the page and MathJax have finished.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+__all__ = ["CHROMIUM_ENV", "PAGE_SCRIPT", "chromium_path", "available", "check_pages",
+           "check_book"]
+
+CHROMIUM_ENV = "ROBATTR_CHROMIUM"
+#: flags for a headless Chromium on a machine without a network or a screen
+_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+#: Run in each page once it has loaded and MathJax (if any) has typeset: returns a list of
+#: problems, each a short sentence.
+PAGE_SCRIPT = r"""
+async () => {
+  const out = [];
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  for (const m of document.querySelectorAll('.math')) {
+    if (!m.querySelector('mjx-container') && /\\\(|\\\[|\$\$|\\begin/.test(m.textContent)) {
+      out.push('untypeset TeX: ' + m.textContent.trim().slice(0, 60));
+    }
+  }
+  for (const e of document.querySelectorAll('mjx-merror')) {
+    out.push('TeX error: ' + (e.getAttribute('data-mjx-error') || e.textContent).slice(0, 80));
+  }
+  for (const img of document.querySelectorAll('img')) {
+    if (!img.complete || img.naturalWidth === 0) {
+      out.push('image does not load: ' + img.getAttribute('src'));
+    }
+  }
+  for (const t of document.querySelectorAll('table')) {
+    const text = t.innerText;
+    if (t.classList.contains('dataframe') &&
+        [...t.querySelectorAll('th, td')].some(c => c.innerText.trim() === '...' ||
+                                                    c.innerText.trim() === '…')) {
+      out.push('table cut by pandas (a "…" row or column)');
+    }
+    for (const c of t.querySelectorAll('td')) {
+      if (/^\s*(nan|NaN|None)\s*$/.test(c.innerText)) {
+        out.push('"' + c.innerText.trim() + '" in a table');
+        break;
+      }
+    }
+  }
+  const outputs = document.querySelectorAll('.cell_output, .output');
+  for (const o of outputs) {
+    const text = o.innerText;
+    if (/\d+ rows × \d+ columns/.test(text)) out.push('table cut by pandas: ' +
+                                                      text.match(/\d+ rows × \d+ columns/)[0]);
+    if (/\d+%\|.*\|\s*\d+\/\d+|it\/s\]|s\/it\]/.test(text)) {
+      out.push('progress bar in an output: ' + text.trim().split('\n')[0].slice(0, 60));
+    }
+    if (/\b\w*Warning\b:/.test(text)) {
+      out.push('warning in an output: ' + text.match(/\b\w*Warning\b:[^\n]*/)[0].slice(0, 80));
+    }
+    if (/^\s*[\w.]+(?:Error|Exception)\b:/m.test(text) || /Traceback \(most recent/.test(text)) {
+      out.push('error in an output: ' + text.trim().split('\n')[0].slice(0, 80));
+    }
+  }
+  return [...new Set(out)];
+}
+"""
+
+
+def chromium_path() -> str | None:
+    """The Chromium to drive: ``$ROBATTR_CHROMIUM``, else ``chromium`` on the PATH."""
+    return os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or \
+        shutil.which("chromium-browser")
+
+
+def available() -> tuple[bool, str]:
+    """``(True, "")`` when the check can run here, else ``(False, why)``."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False, "the Python package playwright is not installed (pip install playwright)"
+    if not chromium_path():
+        return False, ("no Chromium found (apt-get install chromium, or set "
+                       f"{CHROMIUM_ENV} to a Chromium binary)")
+    return True, ""
+
+
+def check_pages(pages: list[Path], *, timeout_s: float = 30.0) -> dict[str, list[str]]:
+    """Open each HTML file of ``pages`` and return ``{path: problems}`` (every page, an
+    empty list when it is clean). JavaScript errors are those the page throws or logs to
+    the console as errors."""
+    from playwright.sync_api import sync_playwright
+
+    ok, why = available()
+    if not ok:
+        raise RuntimeError(f"the browser check cannot run: {why}")
+    out: dict[str, list[str]] = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=_FLAGS)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(f"JavaScript error: {e}"))
+            page.on("console", lambda m: errors.append(f"JavaScript console error: {m.text}")
+                    if m.type == "error" else None)
+            for path in pages:
+                errors.clear()
+                page.goto(Path(path).resolve().as_uri(), wait_until="load",
+                          timeout=timeout_s * 1000)
+                found = page.evaluate(PAGE_SCRIPT)
+                out[str(path)] = [*dict.fromkeys(errors), *found]
+        finally:
+            browser.close()
+    return out
+
+
+def check_book(html_dir: Path, *, timeout_s: float = 30.0) -> dict[str, list[str]]:
+    """:func:`check_pages` over every page of a built book (``_build/html``), except
+    Sphinx's own search and index pages; keys are paths relative to ``html_dir``."""
+    html_dir = Path(html_dir)
+    skip = {"search.html", "genindex.html"}
+    pages = sorted(p for p in html_dir.rglob("*.html")
+                   if p.name not in skip and "_static" not in p.parts
+                   and "_sources" not in p.parts)
+    found = check_pages(pages, timeout_s=timeout_s)
+    return {p.relative_to(html_dir).as_posix(): found[str(p)] for p in pages}
