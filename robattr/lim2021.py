@@ -16,6 +16,7 @@ What the chapter's notebooks repeat, in one place:
 
 and the theory notebook's checks of Theorem 1 (:func:`robattr.bounds.thm1_check`):
 :func:`random_small_net` and :func:`random_masked_rows` (random cases),
+:func:`confident_images` (test images whose unmasked input leaves Theorem 1 a budget),
 :func:`thm1_along_directions` (random and gradient directions of a batch),
 :func:`thm1_violations` and :func:`thm1_covered` (counting the rows that break a bound).
 
@@ -32,7 +33,7 @@ from torch import nn
 __all__ = ["MASK_KINDS", "to_mask", "gradient_explainers", "all_masks", "random_twin",
            "mask_scores", "per_image", "chapter_model", "compare_maskings", "masking_table",
            "plot_maskings", "masking_view", "masked_input", "masked_retrieval", "SMALL_NET_KINDS", "random_small_net", "random_masked_rows",
-           "thm1_violations", "thm1_covered", "thm1_along_directions"]
+           "confident_images", "thm1_violations", "thm1_covered", "thm1_along_directions"]
 
 #: How :func:`to_mask` turns each kind of map into a mask.
 MASK_KINDS = ("grad", "cam", "mask")
@@ -355,6 +356,39 @@ def random_masked_rows(net: nn.Module, d: int, rows: int, generator: torch.Gener
     with torch.no_grad():
         t = net(m * x).argmax(1)
     return x, m, v, t
+
+
+def confident_images(models, x: torch.Tensor, y: torch.Tensor, n: int, p_min: float, *,
+                     batch_size: int = 256):
+    """The first ``n`` images of ``(x, y)`` that every model of ``models`` classifies as ``y``
+    with probability at least ``p_min``.
+
+    With ``p_min = exp(-tau)`` these are the images whose unmasked input has the budget
+    ``c = tau - L(x_0) > 0`` of Theorem 1 under every model (a weak model leaves most test
+    images without one, and a row with ``c = 0`` tests nothing). Returns ``(x[idx], y[idx],
+    idx)``; fewer than ``n`` images when fewer qualify, and a ``ValueError`` when none does.
+    """
+    models = [models] if isinstance(models, nn.Module) else list(models)
+    if not models:
+        raise ValueError("confident_images needs at least one model")
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if not 0 < p_min < 1:
+        raise ValueError(f"p_min must be in (0, 1), got {p_min!r}")
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y must have one entry per image, got {x.shape[0]} and {y.shape[0]}")
+    ok = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
+    with torch.no_grad():
+        for model in models:
+            p = torch.cat([torch.softmax(model(x[i:i + batch_size]), 1)
+                           .gather(1, y[i:i + batch_size, None])[:, 0]
+                           for i in range(0, x.shape[0], batch_size)])
+            ok &= p >= p_min
+    idx = ok.nonzero().flatten()[:int(n)]
+    if idx.numel() == 0:
+        raise ValueError(f"none of the {x.shape[0]} images is classified as its label with "
+                         f"probability >= {p_min} by every model")
+    return x[idx], y[idx], idx
 
 
 def thm1_violations(r: Mapping[str, torch.Tensor], key: str = "bound", rtol: float = 1e-6):

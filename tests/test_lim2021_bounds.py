@@ -254,3 +254,31 @@ def test_relex_snapshots_equal_separate_runs_and_validate():
         relex(net, x, 1, epochs=3, n_noisy=2, snapshots=(4,))
     with pytest.raises(ValueError, match="snapshots"):
         relex(net, x, 1, epochs=3, n_noisy=2, snapshots=(1.5,))
+
+
+def test_confident_images_keeps_the_first_images_every_model_is_sure_of():
+    from robattr.lim2021 import confident_images
+
+    class Fixed(nn.Module):
+        """Logits read off the input: image i's logits are x[i, 0, 0, :2]."""
+        def forward(self, x):
+            return x[:, 0, 0, :2]
+
+    x = torch.zeros(5, 1, 1, 2)
+    x[:, 0, 0, 0] = torch.tensor([3.0, 0.0, 3.0, -3.0, 3.0])   # p(class 0) about 0.95, 0.5, 0.95, 0.0, 0.95
+    y = torch.zeros(5, dtype=torch.long)
+    xs, ys, idx = confident_images(Fixed(), x, y, 2, 0.6, batch_size=2)
+    assert idx.tolist() == [0, 2] and torch.equal(xs, x[[0, 2]]) and ys.tolist() == [0, 0]
+    # every model must be sure: a second model that doubts image 2 drops it
+    class Doubt(Fixed):
+        def forward(self, x):
+            out = super().forward(x).clone()
+            out[2] = torch.tensor([0.0, 0.0])
+            return out
+    assert confident_images([Fixed(), Doubt()], x, y, 5, 0.6)[2].tolist() == [0, 4]
+    with pytest.raises(ValueError, match="none of the 5"):
+        confident_images(Fixed(), x, y, 2, 0.99)
+    with pytest.raises(ValueError, match="p_min"):
+        confident_images(Fixed(), x, y, 2, 1.5)
+    with pytest.raises(ValueError, match="n must"):
+        confident_images(Fixed(), x, y, 0, 0.5)
