@@ -207,3 +207,18 @@ def test_relu_kink_breaks_the_first_order_bound():
     assert out["first_order"].item() == 0.0
     assert out["cosd"].item() == pytest.approx((1 - 1 / np.sqrt(2)) / 2)
     assert out["cosd"].item() <= out["exact"].item()
+
+
+@pytest.mark.parametrize("alpha", [0.5, 2.0, 3.0])
+def test_homogeneity_counterexample_is_the_errata_example(alpha):
+    """relu(x) + 1 at x = 0: the printed form is off by |1 - alpha| / alpha, the corrected one exact."""
+    from robattr.bounds.alignment import homogeneity_check, homogeneity_counterexample
+
+    net, x = homogeneity_counterexample()
+    assert net(x).item() == 1.0
+    hidden = scale_layer(net, alpha, 0)
+    assert hidden(x).item() == pytest.approx(1.0)                 # alpha relu(0) + 1, not alpha
+    assert scale_layer(net, alpha, 0, following_biases=True)(x).item() == pytest.approx(alpha)
+    tab = homogeneity_check(net, x, alpha).set_index(["layer", "form"]).err
+    assert tab[0, "printed"] == pytest.approx(abs(1 - alpha) / alpha)
+    assert tab[0, "corrected"] == 0 and tab[1, "printed"] == 0 and tab[1, "corrected"] == 0

@@ -46,6 +46,7 @@ __all__ = [
     "hessian_vector_product", "logit_hessian", "hessian_spectral_norm",
     "hessian_frobenius_norm", "cosine_bound_terms", "scaling_check", "homogeneity_check",
     "theorem6_cases", "theorem6_tally", "log_slope", "FROBENIUS_MAX_D",
+    "homogeneity_counterexample",
 ]
 
 FROBENIUS_MAX_D = 1024   # theorem6_cases: the exact ||H||_F costs d Hessian-vector products per batch
@@ -332,6 +333,21 @@ def homogeneity_check(model: nn.Module, x: torch.Tensor, alpha: float = 3.0):
                 rows.append(dict(layer=layer, last=layer == n_layers - 1,
                                  form="corrected" if following else "printed", err=err))
     return pd.DataFrame(rows)
+
+
+def homogeneity_counterexample(dtype: torch.dtype = torch.float64):
+    """The smallest case against 003 Appendix B as printed: ``f(x) = relu(x) + 1`` (one hidden
+    unit, weight 1, bias 0, output weight 1 and bias 1) at ``x = 0``. Scaling the hidden layer
+    alone by α gives ``α relu(x) + 1 = 1`` at 0, not ``α f(0) = α``; the corrected
+    transformation (the output bias scaled too) gives ``α``. Returns ``(net, x)`` with
+    ``x`` of shape (1, 1), for :func:`homogeneity_check`."""
+    net = nn.Sequential(nn.Linear(1, 1), nn.ReLU(), nn.Linear(1, 1)).to(dtype)
+    with torch.no_grad():
+        net[0].weight.fill_(1.0)
+        net[0].bias.fill_(0.0)
+        net[2].weight.fill_(1.0)
+        net[2].bias.fill_(1.0)
+    return net.eval(), torch.zeros(1, 1, dtype=dtype)
 
 
 def theorem6_cases(model: nn.Module, x: torch.Tensor, target, eps_list, generator: torch.Generator, *,
