@@ -31,7 +31,10 @@ The cross-paper matrix (the crosspaper chapter) is built from :func:`evaluate_al
 model under every evaluation), :func:`headline_per_image` (a headline's per-image values,
 for verdicts), :func:`defenses_against_reference` (each paper's defenses against standard
 training), :func:`spearman_terms` (the bootstrap terms of Spearman's ρ) and
-:func:`pareto_front` (robustness against training cost).
+:func:`pareto_front` (robustness against training cost). The claims about training time
+(there and in the joo2023 chapter's Table 2) rest on :func:`step_time_rounds` (every
+model timed once per round, under the same load) and :func:`faster_per_step` (a paired
+verdict over the rounds, none below :data:`MIN_TIMING_ROUNDS` rounds).
 """
 from __future__ import annotations
 
@@ -52,6 +55,7 @@ __all__ = [
     "training_cost", "training_step_seconds", "higher_is_better", "EVALUATIONS",
     "PER_IMAGE_HEADLINES", "evaluate_all", "headline_per_image", "defenses_against_reference",
     "spearman_terms", "pareto_front", "learned_rows",
+    "MIN_TIMING_ROUNDS", "step_time_rounds", "faster_per_step",
 ]
 
 #: 000's four attributions, by the paper's names.
@@ -730,6 +734,51 @@ def training_step_seconds(model: nn.Module, x: torch.Tensor, y, *, method: str |
         if i:
             times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+#: The fewest timed rounds from which a claim about training time is decided
+#: (:func:`faster_per_step`). Two or three rounds give two or three numbers, not an
+#: interval: below this the notebooks print the measurement beside the paper's ratio,
+#: without a verdict.
+MIN_TIMING_ROUNDS = 5
+
+
+def step_time_rounds(models: dict, x: torch.Tensor, y, rounds: int) -> dict:
+    """Seconds of one training step of every model of ``models`` (name -> zoo model) on
+    the batch ``(x, y)``, in ``rounds`` rounds. Each round times every model once
+    (:func:`training_step_seconds` with ``repeats=1``: one warm-up step, one timed step),
+    one model after the other, so that the times of a round share the machine's load and
+    the rounds pair the models. Returns name -> numpy array of ``rounds`` seconds."""
+    if not isinstance(models, dict) or not models:
+        raise ValueError("models must be a non-empty dict name -> model")
+    rounds = _count("rounds", rounds)
+    times = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, m in models.items():
+            times[name].append(training_step_seconds(m, x, y, repeats=1))
+    return {name: np.asarray(t, dtype=float) for name, t in times.items()}
+
+
+def faster_per_step(step_times: dict, slow: str, fast: str, *,
+                    min_rounds: int = MIN_TIMING_ROUNDS):
+    """"``fast`` takes less time per training step than ``slow``", from the per-round times
+    of :func:`step_time_rounds`: :func:`robattr.verdicts.gap` of ``slow − fast`` paired by
+    round (its bootstrap interval over the rounds decides). ``None`` when there are fewer
+    than ``min_rounds`` rounds: too few for an interval, so the caller reports the
+    measurement without a verdict."""
+    from robattr import verdicts
+
+    for name in (slow, fast):
+        if name not in step_times:
+            raise ValueError(f"no step times for {name!r}; known: {sorted(step_times)}")
+    a, b = np.asarray(step_times[slow], float), np.asarray(step_times[fast], float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"the times of {slow!r} and {fast!r} must be paired by round (same "
+                         f"length), got {a.shape} and {b.shape}")
+    min_rounds = _count("min_rounds", min_rounds, 2)
+    if a.size < min_rounds:
+        return None
+    return verdicts.gap(a, b, what=f"{slow} − {fast} seconds per training step, paired by round")
 
 
 # --------------------------------------------------------------------------- directions

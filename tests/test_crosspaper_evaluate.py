@@ -321,3 +321,39 @@ def test_learned_rows_drops_the_models_that_did_not_learn():
             E.learned_rows(acc, bad)
     with pytest.raises(ValueError, match="accuracies"):
         E.learned_rows({"a": 1.5}, 0.5)
+
+
+# --------------------------------------------------------------------------- timing rounds
+def test_step_time_rounds_times_every_model_once_per_round():
+    (x, y) = _batch(4)
+    models = {}
+    for name, method in (("ce", "ce"), ("l2", "l2")):
+        m = _cnn()
+        m.zoo_meta = {"config": {"method": method, "loss": {}}}
+        models[name] = m
+    t = E.step_time_rounds(models, x, y, 3)
+    assert set(t) == {"ce", "l2"}
+    assert all(v.shape == (3,) and (v > 0).all() and (v < 60).all() for v in t.values())
+    with pytest.raises(ValueError, match="rounds"):
+        E.step_time_rounds(models, x, y, 0)
+    with pytest.raises(ValueError, match="models"):
+        E.step_time_rounds({}, x, y, 2)
+
+
+def test_faster_per_step_needs_enough_rounds_and_reaches_each_outcome():
+    n = E.MIN_TIMING_ROUNDS
+    slow, fast = np.linspace(2.0, 2.1, n), np.linspace(1.0, 1.1, n)
+    assert E.faster_per_step({"a": slow, "b": fast}, "a", "b").verdict == "holds"
+    assert E.faster_per_step({"a": fast, "b": slow}, "a", "b").verdict == "does not hold"
+    noisy = np.array([1.0, 2.0, 1.0, 2.0, 1.5][:n] + [1.5] * max(0, n - 5))
+    assert E.faster_per_step({"a": noisy, "b": noisy[::-1]}, "a", "b").verdict == "inconclusive"
+    assert E.faster_per_step({"a": slow[:n - 1], "b": fast[:n - 1]}, "a", "b") is None   # too few rounds
+    assert E.faster_per_step({"a": slow[:2], "b": fast[:2]}, "a", "b", min_rounds=2).verdict == "holds"
+    assert "a − b seconds per training step, paired by round" in \
+        E.faster_per_step({"a": slow, "b": fast}, "a", "b").rule
+    with pytest.raises(ValueError, match="no step times"):
+        E.faster_per_step({"a": slow}, "a", "b")
+    with pytest.raises(ValueError, match="paired"):
+        E.faster_per_step({"a": slow, "b": fast[:-1]}, "a", "b")
+    with pytest.raises(ValueError, match="min_rounds"):
+        E.faster_per_step({"a": slow, "b": fast}, "a", "b", min_rounds=1)
