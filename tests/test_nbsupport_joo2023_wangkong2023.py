@@ -379,3 +379,48 @@ def test_eps_label_guarded_and_random_deviation():
     with pytest.raises(ValueError, match="eps"):
         T.random_deviation(net, x, y, "sm", "l2", 0.0)
     assert attribution_function is D.attribution_function
+
+
+# --------------------------------------------------------------------------- 001's local linearity
+def test_linear_share_judges_on_the_locally_linear_cases():
+    from robattr.bounds.linearity import LINEARITY_TOL
+
+    groups = np.repeat(np.arange(60), 2)                       # 60 images, two cases each
+    ok = np.ones(120, dtype=bool)
+    linear = np.full(120, LINEARITY_TOL / 2)
+    v = T.linear_share(ok, linear, groups, at_least=0.9)
+    assert v.verdict == "holds" and "met by 120 of 120 cases on 60 images" in v.rule
+    # the cases outside the hypothesis are left out, whatever they did
+    lin2 = linear.copy()
+    lin2[:40] = 1.0
+    bad = ok.copy()
+    bad[:40] = False
+    v = T.linear_share(bad, lin2, groups, at_least=0.9)
+    assert v.verdict == "holds" and "80 of 80 locally linear" in v.rule
+    # failures among the locally linear cases count
+    assert T.linear_share(~ok, linear, groups, at_least=0.9).verdict == "does not hold"
+    # most cases outside the hypothesis: not comparable, with what was measured on all
+    v = T.linear_share(ok, np.full(120, 1.0), groups, at_least=0.9)
+    assert v.verdict == "not comparable" and T.HYPOTHESIS_001 in v.rule and "measured on all" in v.rule
+    # too few images to confirm the share, even if every one passes
+    v = T.linear_share(ok[:20], linear[:20], groups[:20], at_least=0.9)
+    assert v.verdict == "inconclusive" and "could not confirm" in v.rule
+    with pytest.raises(ValueError, match="one entry per case"):
+        T.linear_share(ok, linear[:5], groups, at_least=0.9)
+    with pytest.raises(ValueError, match="NaN"):
+        T.linear_share(ok, np.full(120, np.nan), groups, at_least=0.9)
+    with pytest.raises(ValueError, match="tol"):
+        T.linear_share(ok, linear, groups, at_least=0.9, tol=0.0)
+
+
+def test_concat_groups_and_case_hits():
+    r = _run([1.0, 3.0], [10.0, 50.0], [2.0, 2.0], [4.0, 4.0], [20.0, 20.0])
+    r["image"] = np.array([7, 9])
+    assert list(T.concat_groups([r, r])) == [7, 9, 7, 9]
+    assert T.case_hits([r], "paper", ("T_e", "T_c")).tolist() == [True, False]
+    assert T.case_hits([r, r], "paper", ("T_prime_e",)).tolist() == [True] * 4
+    r["image"] = np.array([1])
+    with pytest.raises(ValueError, match="one id per image"):
+        T.concat_groups([r])
+    with pytest.raises(ValueError, match="bounds"):
+        T.case_hits([r], "paper", ("T_x",))

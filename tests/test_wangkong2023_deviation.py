@@ -286,3 +286,67 @@ def test_evaluate_bounds_shapes_and_relations():
             assert torch.allclose(r["T_e"], 0.05 * r["xi_max"])
     with pytest.raises(ValueError, match="norm"):
         D.evaluate_bounds(model, x, y, norm="l1", eps=0.1)
+
+
+# ------------------------------------------------------------------ local linearity at the budget
+@FAST
+@given(seed=st.integers(0, 10_000), eps=st.floats(1e-3, 10.0))
+def test_a_linear_map_is_locally_linear_at_any_budget(seed, eps):
+    gen = torch.Generator().manual_seed(seed)
+    A = torch.randn(5, 5, generator=gen, dtype=torch.float64)
+    x = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    delta = eps * torch.randn(3, 5, generator=gen, dtype=torch.float64)
+    fn = linear_fn(A)
+    assert torch.all(D.remainder_ratio(fn, x, delta) < 1e-10)
+    assert torch.all(D.budget_linearity(fn, x, delta) <= D.LINEARITY_TOL)
+
+
+def quadratic_map(Q):
+    """g(z) = z + (z^T Q_i z)_i: J = I at z = 0, remainder (δ^T Q_i δ)_i, exactly quadratic."""
+    return lambda z: z + torch.einsum("nj,ijk,nk->ni", z, Q, z)
+
+
+def test_a_quadratic_map_is_not_locally_linear_and_its_remainder_grows_like_eps():
+    torch.manual_seed(0)
+    Q = torch.randn(4, 4, 4, dtype=torch.float64)
+    x = torch.zeros(2, 4, dtype=torch.float64)
+    v = torch.randn(2, 4, dtype=torch.float64)
+    v = v / v.norm(dim=1, keepdim=True)
+    fn = quadratic_map(Q)
+    r1, r2 = D.remainder_ratio(fn, x, 0.01 * v), D.remainder_ratio(fn, x, 0.02 * v)
+    # the remainder is exactly (δ^T Q_i δ)_i and J δ = δ, so the ratio is ε ‖(v^T Q_i v)_i‖
+    want = torch.einsum("nj,ijk,nk->ni", v, Q, v).norm(dim=1)
+    assert torch.allclose(r1, 0.01 * want, rtol=1e-8) and torch.allclose(r2, 2 * r1, rtol=1e-8)
+    # the same at -δ: the probe takes the larger of the two sides
+    assert torch.allclose(D.budget_linearity(fn, x, 0.01 * v), r1, rtol=1e-8)
+    # at a large budget the map is not locally linear
+    big = D.budget_linearity(fn, x, 1.0 * v)
+    assert torch.all(big > D.LINEARITY_TOL)
+
+
+def test_remainder_ratio_where_the_linear_change_vanishes_and_bad_input():
+    x = torch.zeros(2, 3, dtype=torch.float64)
+    delta = torch.ones(2, 3, dtype=torch.float64)
+    square = lambda z: z ** 2  # noqa: E731   J = 0 at 0: any change is all remainder
+    assert torch.all(torch.isinf(D.remainder_ratio(square, x, delta)))
+    const = lambda z: 0 * z + 1.0  # noqa: E731   no change at all: ratio 0
+    assert torch.all(D.remainder_ratio(const, x, delta) == 0)
+    with pytest.raises(ValueError, match="delta"):
+        D.remainder_ratio(square, x, torch.ones(2, 4))
+    with pytest.raises(ValueError, match="delta"):
+        D.budget_linearity(square, x, torch.ones(3, 3))
+
+
+def test_evaluate_bounds_reports_the_linearity_of_the_budget():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.Softplus(3.0), nn.Linear(8, 3)).eval()
+    x = torch.rand(3, 1, 4, 4)
+    y = model(x).argmax(1)
+    r = D.evaluate_bounds(model, x, y, method="sm", norm="l2", eps=0.05, k=2, paper_steps=2, direct_steps=2)
+    for key in ("linearity", "linearity_paper", "linearity_direct"):
+        assert r[key].shape == (3,) and torch.all(r[key] >= 0)
+    # a linear model's input*gradient map is linear in x: no remainder at any budget
+    lin = nn.Sequential(nn.Flatten(), nn.Linear(16, 3)).double().eval()
+    r = D.evaluate_bounds(lin, x.double(), y, method="ixg", norm="linf", eps=0.05, k=2, paper_steps=2,
+                          direct_steps=2)
+    assert torch.all(r["linearity"] < 1e-10)

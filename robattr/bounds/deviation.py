@@ -30,6 +30,8 @@ is the m×d Jacobian (m = d for an attribution map). The paper writes ``H = ∇g
 * Sec. E: the largest ε for a tolerance ω (:func:`max_eps_for_tolerance`, with the
   squares of Eqs. 51–52 restored; ``printed=True`` gives the formula as extracted);
 * B.1: the linearity residual ``η = ‖g(x+δ) − g(x) − J δ‖`` (:func:`linearity_residual`);
+  the hypothesis of the bounds, local linearity at the budget, is measured by the remainder
+  relative to ``‖Jδ‖`` at ``±ε v_max`` (:func:`budget_linearity`, :data:`LINEARITY_TOL`);
 * C.1: the Jacobian of IG is ``diag(path-averaged gradient) + diag(x) Σ_k w_k α_k ∇²f(α_k x)``
   (:func:`ig_jacobian_parts`); the Hessian term's total weight ``Σ_k w_k α_k`` tends to
   1/2, not 0, as the step count grows (:func:`ig_hessian_weight`), and
@@ -63,9 +65,10 @@ from robattr.bounds.jacobian import (ATTRIBUTIONS, SPECTRAL_METHODS, DenseJacobi
                                      JacobianOps, SpectralNorm, _bdot, _bnorm, _check_x, _count, _pos,
                                      _view, attribution_function, dense_jacobian, jacobian_ops,
                                      jacobian_spectral_norm)
-from robattr.bounds.linearity import (central_difference_norm, directional_change,  # noqa: F401
+from robattr.bounds.linearity import (LINEARITY_TOL, MIN_LINEAR_SHARE, budget_linearity,  # noqa: F401
+                                      central_difference_norm, directional_change,
                                       linearity_residual, linearization_ratio, remainder_constant,
-                                      taylor_constant)
+                                      remainder_ratio, taylor_constant)
 
 __all__ = [
     "DenseJacobianTooLarge", "JacobianOps", "attribution_function", "jacobian_ops",
@@ -78,6 +81,8 @@ __all__ = [
     # new with the split (defined in robattr.bounds.ig_structure / .linearity)
     "ig_jacobian", "ig_jacobian_check", "offdiag_share", "QuadraticLogit", "linearization_ratio",
     "directional_change", "central_difference_norm", "IGJacobianCheck", "SpectralNorm",
+    # local linearity at the budget (robattr.bounds.linearity)
+    "remainder_ratio", "budget_linearity", "LINEARITY_TOL", "MIN_LINEAR_SHARE",
 ]
 
 
@@ -359,7 +364,12 @@ def evaluate_bounds(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, metho
     ℓ∞: IFIA, :func:`robattr.attacks.ifia`, 200 steps; ``paper_steps`` overrides) giving
     ``dev_paper`` / ``angle_paper``, and :func:`deviation_attack` started at the linear
     worst case (``ε v_max`` or ``ε sign(v_max)``) giving ``dev_direct`` / ``angle_direct``.
-    Also ``g_norm`` and ``xi_max``. Returns a dict of (N,) float64 CPU tensors.
+    The hypothesis of the bounds, local linearity at the budget: ``linearity``, the Taylor
+    remainder relative to the first-order change at ``±`` that worst case
+    (:func:`budget_linearity`; at most :data:`LINEARITY_TOL` = locally linear), and the same
+    ratio at the points the attacks reached, ``linearity_paper`` / ``linearity_direct``
+    (:func:`remainder_ratio`; shown, not used to select). Also ``g_norm`` and ``xi_max``.
+    Returns a dict of (N,) float64 CPU tensors.
     """
     from robattr import attacks
 
@@ -407,5 +417,8 @@ def evaluate_bounds(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, metho
     dd, ad = dev_angle(xd)
     Tc = torch.as_tensor(angle_bound(T.cpu().numpy(), gn.cpu().numpy()), dtype=torch.float64)
     out = dict(T_e=T, T_prime_e=Tp, T_c_deg=Tc, dev_paper=dp, angle_paper=ap, dev_direct=dd,
-               angle_direct=ad, g_norm=gn, xi_max=spec.value)
+               angle_direct=ad, g_norm=gn, xi_max=spec.value,
+               linearity=budget_linearity(fn, x, start, ops=ops),
+               linearity_paper=remainder_ratio(fn, x, (adv - x).detach(), ops=ops),
+               linearity_direct=remainder_ratio(fn, x, (xd - x).detach(), ops=ops))
     return {key: v.detach().double().cpu().reshape(-1) for key, v in out.items()}

@@ -7,16 +7,26 @@ random noise of the attacks' size (:func:`random_deviation`), the reference of t
 an attack must beat before a "bound holds" verdict means anything (:func:`guarded`).
 This module turns runs into the tables' rows (:func:`bound_summary`, :func:`bound_table`,
 :func:`side_by_side`), counts crossings (:func:`crossing_shares`, :func:`worst_cell`,
-:func:`cases_within`) and labels budgets (:func:`eps_label`).
+:func:`cases_within`, :func:`case_hits`) and labels budgets (:func:`eps_label`).
+
+001 states its bounds for a classifier whose attribution is locally linear on the ball
+(:data:`HYPOTHESIS_001`). :func:`linear_share` judges a "the bound holds on at least a share of
+the cases" claim under that hypothesis: on the cases whose map is locally linear at the budget
+(:func:`robattr.bounds.linearity.budget_linearity`), with whole images resampled
+(:func:`robattr.verdicts.share_clustered`, the groups from :func:`concat_groups`), and not
+comparable when most cases break it.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
 from robattr.bounds.jacobian import attribution_function
 
 __all__ = ["HYPOTHESIS_001", "random_deviation", "guarded", "bound_summary", "bound_table", "side_by_side",
-           "crossing_shares", "worst_cell", "concat_runs", "cases_within", "eps_label"]
+           "crossing_shares", "worst_cell", "concat_runs", "cases_within", "eps_label",
+           "linear_share", "concat_groups", "case_hits"]
 
 NORMS = ("l2", "linf")
 BOUNDS = ("T_e", "T_prime_e", "T_c")
@@ -49,8 +59,9 @@ def random_deviation(model, x: torch.Tensor, y: torch.Tensor, method: str, norm:
     return (g1 - g0).flatten(1).norm(dim=1).double().cpu()
 
 
-#: the hypothesis under which 001 states its bounds (Thm 1-3, Cor 1-2)
-HYPOTHESIS_001 = "001: a twice-differentiable classifier"
+#: the hypotheses under which 001 states its bounds (Thm 1-2, Cor 1: "Given a twice-differentiable
+#: classifier [...] assume that g^y is locally linear within the neighborhood of x")
+HYPOTHESIS_001 = "001: a twice-differentiable classifier whose attribution is locally linear on the ball"
 
 
 def guarded(rule, attacked, random, broken: str | None = None):
@@ -137,6 +148,33 @@ def concat_runs(runs, key: str) -> torch.Tensor:
 def cases_within(runs, attack: str, bounds) -> tuple[int, int]:
     """Over the images of ``runs``: how many have their attacked deviation within every bound in
     ``bounds`` (any of "T_e", "T_prime_e", "T_c"), and how many images there are."""
+    ok = case_hits(runs, attack, bounds)
+    return int(ok.sum()), len(ok)
+
+
+def eps_label(e: float) -> str:
+    """A budget as the paper prints it: ``k/255`` when ε·255 is an integer, else ``{ε:g}``."""
+    n = e * 255
+    return f"{round(n)}/255" if abs(n - round(n)) < 1e-9 else f"{e:g}"
+
+
+def concat_groups(runs, key: str = "image"):
+    """The image of every case of ``runs`` (each run holds ``key``: one id per image, e.g. the
+    test-set index, with the block's name where blocks share indices), concatenated like
+    :func:`concat_runs`: the groups of :func:`linear_share` and
+    :func:`robattr.verdicts.share_clustered`."""
+    import numpy as np
+
+    parts = [np.asarray(r_[key]).ravel() for r_ in runs]
+    for r_, p in zip(runs, parts):
+        if len(p) != len(r_["T_e"]):
+            raise ValueError(f"{key!r} must hold one id per image of its run ({len(r_['T_e'])}), got {len(p)}")
+    return np.concatenate(parts) if parts else np.asarray([])
+
+
+def case_hits(runs, attack: str, bounds) -> torch.Tensor:
+    """Per case of ``runs``, whether the attacked deviation (``attack``: "paper" or "direct")
+    stays within every bound in ``bounds`` (as :func:`cases_within` counts them): a bool tensor."""
     unknown = set(bounds) - set(BOUNDS)
     if unknown:
         raise ValueError(f"bounds must be among {BOUNDS}, got {sorted(unknown)}")
@@ -147,10 +185,72 @@ def cases_within(runs, attack: str, bounds) -> tuple[int, int]:
         ok &= concat_runs(runs, f"dev_{attack}") <= concat_runs(runs, "T_e")
     if "T_c" in bounds:
         ok &= concat_runs(runs, f"angle_{attack}") <= concat_runs(runs, "T_c_deg")
-    return int(ok.sum()), len(ok)
+    return ok
 
 
-def eps_label(e: float) -> str:
-    """A budget as the paper prints it: ``k/255`` when ε·255 is an integer, else ``{ε:g}``."""
-    n = e * 255
-    return f"{round(n)}/255" if abs(n - round(n)) < 1e-9 else f"{e:g}"
+def linear_share(hits, linearity, groups, *, at_least: float, tol: float | None = None,
+                 min_share: float | None = None, what: str = "cases", group_unit: str = "images",
+                 probe: str = "±ε v_max"):
+    """"The bound holds on at least a share ``at_least`` of the cases", judged under 001's
+    hypothesis that the attribution is locally linear on the ball.
+
+    ``hits[i]``: case ``i`` stayed within the bound; ``linearity[i]``: its map's Taylor
+    remainder relative to the first-order change at the budget
+    (:func:`robattr.bounds.linearity.budget_linearity`); ``groups[i]``: its image. A case is
+    locally linear when ``linearity <= tol`` (default
+    :data:`~robattr.bounds.linearity.LINEARITY_TOL`). When at least ``min_share`` of the cases
+    (default :data:`~robattr.bounds.linearity.MIN_LINEAR_SHARE`) are, the claim is judged on
+    those cases by :func:`robattr.verdicts.share_clustered` (whole images resampled); otherwise
+    the run's model breaks the hypothesis at this budget and the verdict is "not comparable".
+    Either way the rule states how many cases were locally linear and what was measured (on
+    all cases when not comparable). ``probe`` names where the linearity was measured. A
+    "holds" on fewer distinct images than :func:`robattr.verdicts.share_cases_needed` asks
+    for becomes inconclusive: when every image passes, the cluster bootstrap has no spread,
+    and so few independent images could not confirm the share even if all of them passed.
+    With ``at_least`` = 1 ("every case") no number of images confirms it."""
+    import numpy as np
+
+    from robattr import verdicts
+    from robattr.bounds.linearity import LINEARITY_TOL, MIN_LINEAR_SHARE
+
+    tol = LINEARITY_TOL if tol is None else float(tol)
+    min_share = MIN_LINEAR_SHARE if min_share is None else float(min_share)
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}")
+    if not 0 < min_share <= 1:
+        raise ValueError(f"min_share must be in (0, 1], got {min_share!r}")
+    hits = np.asarray(hits.detach().cpu() if torch.is_tensor(hits) else hits, dtype=float).ravel()
+    lin = np.asarray(linearity.detach().cpu() if torch.is_tensor(linearity) else linearity,
+                     dtype=float).ravel()
+    groups = np.asarray(groups).ravel()
+    if not hits.size or not (hits.shape == lin.shape == groups.shape):
+        raise ValueError(f"hits, linearity and groups need one entry per case, got {hits.size}, "
+                         f"{lin.size} and {groups.size}")
+    if np.isnan(lin).any():
+        raise ValueError("linearity holds NaN")
+    linear = lin <= tol
+    k, n = int(linear.sum()), lin.size
+    finite = lin[np.isfinite(lin)]
+    spread = (f"median {np.median(lin):.3g}, largest " +
+              (f"{finite.max():.3g}" if finite.size == n else "inf"))
+    measured = (f"local linearity at the budget (Taylor remainder at most {tol:g} of the first-order "
+                f"change at {probe}): met by {k} of {n} cases on {len(np.unique(groups))} {group_unit} "
+                f"(remainder {spread})")
+    if k < min_share * n:
+        everything = verdicts.share_clustered(hits, groups, at_least=at_least, what=what,
+                                              group_unit=group_unit)
+        return verdicts.Verdict(
+            "not comparable",
+            f"outside the statement's hypothesis ({HYPOTHESIS_001}): {measured}, fewer than "
+            f"{min_share:.0%}; measured on all cases: {everything.rule}")
+    v = verdicts.share_clustered(hits[linear], groups[linear], at_least=at_least,
+                                 what=f"locally linear {what}", group_unit=group_unit)
+    g = len(np.unique(groups[linear]))
+    need = verdicts.share_cases_needed(at_least) if at_least < 1 else math.inf
+    if v.verdict == "holds" and g < need:
+        # every resampled image passing gives the bootstrap no spread; as independent draws,
+        # g images could not confirm the share even if every one passed (verdicts.share)
+        return verdicts.Verdict("inconclusive", f"{measured}; judged on those: {v.rule}; but "
+                                f"{g} {group_unit} could not confirm a share of {at_least:.3g} even "
+                                f"if all passed (that needs at least {need})")
+    return verdicts.Verdict(v.verdict, f"{measured}; judged on those: {v.rule}")
