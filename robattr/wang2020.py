@@ -10,7 +10,8 @@ cell. What its notebooks repeat, in one place:
 * :func:`mean_curves` and :func:`image_auc`: the mean curve over images, the AUC per image;
 * :func:`cell_values` and :func:`cell_verdict`: one cell's per-image AUCs, and the guarded
   "a is more robust than b" verdict of one cell;
-* :func:`smoothed_vs_gradient`: the (SG, UG) against (SM, IG) claim over a list of cells.
+* :func:`smoothed_vs_gradient`: the (SG, UG) against (SM, IG) claim over a list of cells,
+  and :func:`pairs_evidence`, the sentence that says how its verdict is built.
 
 Table 2 has one block per data set (CIFAR-10, Flower, ImageNet), each with its own image
 size, top-k size and noise levels (:data:`TABLE2_BLOCKS`); :func:`table2_runs` turns a
@@ -33,7 +34,8 @@ import torch
 from torch import nn
 
 __all__ = ["ATTACK_LABELS", "protocol_methods", "attack_curves", "mean_curves", "image_auc",
-           "cell_values", "cell_verdict", "smoothed_vs_gradient", "no_attack_kin",
+           "cell_values", "cell_verdict", "smoothed_vs_gradient", "pairs_evidence", "COMBINE_RULE",
+           "no_attack_kin",
            "TABLE2_BLOCKS", "table2_runs", "run_model", "eval_images", "run_label",
            "correct_indices", "prepare_run", "run_summary", "table56_run", "table5_models",
            "channel_mean_top_eigenvalue", "uniform_grad_keras", "ug_reading_overlap",
@@ -168,10 +170,12 @@ def cell_verdict(frame: pd.DataFrame, key: str, a, b, what: str, **cell):
 def smoothed_vs_gradient(frame: pd.DataFrame, cells: Sequence[dict]):
     """The smoothed maps (SG, UG) against the gradient maps (SM, IG): per pair, one
     :func:`cell_verdict` (column ``method``) per cell of ``cells`` (dicts of column
-    values), combined; then the four pairs combined.
+    values), combined; then the four pairs combined (:func:`pairs_evidence` says how, in
+    words, with the cell counts).
 
-    Returns ``(verdict, table)``: the table has one row per pair (its verdict, how many
-    cells the attack guard left inconclusive, and its rule)."""
+    Returns ``(verdict, table)``: the table has one row per pair (its verdict, how many of
+    its cells hold, go the other way or stay in the noise, how many of those the attack
+    guard left inconclusive, and its rule)."""
     from robattr import verdicts
 
     if not cells:
@@ -183,10 +187,45 @@ def smoothed_vs_gradient(frame: pd.DataFrame, cells: Sequence[dict]):
             v = verdicts.combine(vs, what="cells")
             pairs.append(v)
             rows.append(dict(pair=f"{s} vs {g}", verdict=v.verdict,
+                             cells_hold=sum(c.verdict == "holds" for c in vs),
+                             cells_against=sum(c.verdict == "does not hold" for c in vs),
+                             cells_in_noise=sum(c.verdict == "inconclusive" for c in vs),
                              attack_ineffective=sum("ineffective" in c.rule for c in vs),
                              rule=v.rule))
     table = pd.DataFrame(rows).set_index("pair")
     return verdicts.combine(pairs, what="(smoothed, gradient) pairs"), table
+
+
+#: How :func:`robattr.verdicts.combine` turns parts (cells, pairs, images) into one verdict,
+#: in the words a claim's evidence uses.
+COMBINE_RULE = ("all parts hold: holds; more than half within the noise: inconclusive; "
+                "otherwise, some part holds in full: holds partly (a part that holds only partly "
+                "does not count); none holds in full and some go the other way: does not hold; "
+                "else holds partly")
+
+
+def pairs_evidence(table: pd.DataFrame, cells: str) -> str:
+    """The sentence a (SG, UG) against (SM, IG) claim carries: how its verdict is built from
+    the cells of ``table`` (as :func:`smoothed_vs_gradient` returns it), and what the cells
+    found, summed over the pairs. ``cells`` names one pair's cells, e.g. ``"2 attacks × 4
+    metrics"``."""
+    need = {"verdict", "cells_hold", "cells_against", "cells_in_noise", "attack_ineffective"}
+    if not need <= set(table.columns):
+        raise ValueError(f"table lacks the columns {sorted(need - set(table.columns))}")
+    n_pairs = len(table)
+    per_pair = int(table[["cells_hold", "cells_against", "cells_in_noise"]].sum(1).max())
+    held = int((table.verdict == "holds").sum())
+    return (f"How the verdict is built: each of the {n_pairs} (smoothed, gradient) pairs is judged "
+            f"on its {per_pair} cells ({cells}). A cell holds when the attack moves the gradient "
+            "map more than random noise of the same size does and the smoothed map's per-image "
+            "AUC is better, with a bootstrap interval over the images. Cells combine into a pair's "
+            f"verdict, and pairs into the claim's, by one rule (verdicts.combine): {COMBINE_RULE}. "
+            "Here "
+            f"{held} of {n_pairs} pairs hold in full; over the pairs' {n_pairs * per_pair} cells, "
+            f"{int(table.cells_hold.sum())} hold, {int(table.cells_against.sum())} go the other "
+            f"way and {int(table.cells_in_noise.sum())} are within the noise "
+            f"({int(table.attack_ineffective.sum())} of them because the attack moved the "
+            "gradient map no more than random noise).")
 
 
 # --------------------------------------------------------------------------- Table 2's blocks

@@ -222,3 +222,36 @@ def test_thm1_along_directions_adds_the_gradient_direction_last():
     with pytest.raises(ValueError, match="n_dirs"):
         lim2021.thm1_along_directions(model, x, m, y, n_dirs=0, generator=torch.Generator(), tau=1.0,
                                       alpha_max=1.0, n_grid=2)
+
+
+def test_smoothed_vs_gradient_counts_cells_and_pairs_evidence_states_the_rule():
+    f = per_image_frame()
+    f = pd.concat([f, f.assign(metric="k-in")], ignore_index=True)     # a second cell, same values
+    g = f[f.method == "SM"]
+    f = pd.concat([f, f[f.method == "SG"].assign(method="UG"), g.assign(method="IG")], ignore_index=True)
+    auc = wang2020.image_auc(f, ["method", "metric"])
+    v, table = wang2020.smoothed_vs_gradient(auc, [dict(metric="cor"), dict(metric="k-in")])
+    counts = table[["cells_hold", "cells_against", "cells_in_noise"]].sum(1)
+    assert (counts == 2).all()
+    assert (table.attack_ineffective <= table.cells_in_noise).all()
+    text = wang2020.pairs_evidence(table, "2 metrics")
+    assert "each of the 4 (smoothed, gradient) pairs is judged on its 2 cells (2 metrics)" in text
+    assert "does not count" in text
+    assert f"{int((table.verdict == 'holds').sum())} of 4 pairs hold in full" in text
+    assert f"over the pairs' 8 cells, {int(table.cells_hold.sum())} hold" in text
+    with pytest.raises(ValueError, match="lacks"):
+        wang2020.pairs_evidence(table.drop(columns="cells_hold"), "2 metrics")
+
+
+def test_combine_rule_text_says_what_verdicts_combine_does():
+    """Each clause of wang2020.COMBINE_RULE, in order, against verdicts.combine."""
+    V = verdicts.Verdict
+    h, p, n, i = (V("holds", ""), V("holds partly", ""), V("does not hold", ""), V("inconclusive", ""))
+    clauses = wang2020.COMBINE_RULE.split("; ")
+    cases = [([h, h], "holds"), ([i, i, h], "inconclusive"), ([h, p, n], "holds partly"),
+             ([p, n, i], "does not hold"), ([p, p, i], "holds partly")]
+    assert len(clauses) == len(cases)
+    for clause, (parts, expected) in zip(clauses, cases):
+        assert clause.split(": ")[-1].startswith(expected.split()[0]) or expected in clause
+        assert verdicts.combine(parts).verdict == expected
+    assert "a part that holds only partly does not count" in wang2020.COMBINE_RULE
