@@ -174,7 +174,7 @@ def exact(violations: int, n: int, *, what: str = "cases") -> Verdict:
         raise ValueError(f"n must be an integer >= 1 (cases checked), got {n!r}")
     if isinstance(violations, bool) or int(violations) != violations or not 0 <= violations <= n:
         raise ValueError(f"violations must be an integer in [0, n], got {violations!r}")
-    tally = f"{int(violations)} violations in {int(n)} {what}"
+    tally = f"{int(violations)} violation{'' if violations == 1 else 's'} in {int(n)} {what}"
     return Verdict("holds" if violations == 0 else "does not hold", tally)
 
 
@@ -238,7 +238,9 @@ def share_clustered(hits, groups, *, at_least: float, level: float = 0.95,
     passed and ``groups[i]`` which image it belongs to. The interval resamples whole
     groups (a cluster bootstrap of the pooled share), so an image seen in many cases weighs
     as one independent draw, and the sentence names the number of distinct groups.
-    Entirely at or above ``at_least`` → holds; entirely below → does not hold; otherwise
+    Entirely at or above ``at_least`` → holds, provided there are enough images for a
+    Wilson interval over them to confirm it (:func:`share_cases_needed`: when every image
+    passes, the bootstrap has no spread); entirely below → does not hold; otherwise
     inconclusive."""
     hits = _values("hits", hits)
     if not np.isin(hits, (0.0, 1.0)).all():
@@ -267,6 +269,13 @@ def share_clustered(hits, groups, *, at_least: float, level: float = 0.95,
     if g < 2:
         return Verdict("inconclusive", f"{where}: one {_singular(group_unit)} gives no interval")
     if lo >= at_least:
+        # when every image passes the bootstrap has no spread: as independent draws, g
+        # images confirm the share only as a Wilson interval over them would
+        need = share_cases_needed(at_least, level) if at_least < 1 else None
+        if need is None or g < need:
+            return Verdict("inconclusive", f"{where}: but {g} {group_unit} could not confirm "
+                           f"a share of {_fmt(at_least)} even if all passed (that needs "
+                           + (f"at least {need})" if need else "a count of violations)"))
         return Verdict("holds", where)
     if hi < at_least:
         return Verdict("does not hold", where)

@@ -213,7 +213,7 @@ def _every_rule_outcome():
     base = rng.normal(size=40)
     noise = rng.normal(scale=0.01, size=40)
     h, p, f, i, c = (Verdict(v, "") for v in VERDICTS)
-    many_groups = np.repeat(np.arange(30), 4)
+    many_groups = np.repeat(np.arange(40), 3)
     return {
         "gap": {"holds": lambda: verdicts.gap(base + 1, base),
                 "does not hold": lambda: verdicts.gap(base - 1, base),
@@ -276,6 +276,13 @@ def test_share_clustered_resamples_images_not_cases():
     assert v.verdict == "inconclusive" and "10 distinct images" in v.rule
     assert verdicts.share(160, 200, at_least=0.72).verdict == "holds"   # what pooling claims
     assert verdicts.share_clustered([1, 1], [0, 0], at_least=0.5).verdict == "inconclusive"
+    # every image passing: no bootstrap spread, so holding needs as many images as Wilson
+    need = verdicts.share_cases_needed(0.9)
+    few = verdicts.share_clustered(np.ones(3 * (need - 1)), np.repeat(np.arange(need - 1), 3),
+                                   at_least=0.9)
+    assert few.verdict == "inconclusive" and f"needs at least {need}" in few.rule
+    assert verdicts.share_clustered(np.ones(3 * need), np.repeat(np.arange(need), 3),
+                                    at_least=0.9).verdict == "holds"
     with pytest.raises(ValueError, match="one entry per case"):
         verdicts.share_clustered([1, 0], [0], at_least=0.5)
     with pytest.raises(ValueError, match="0/1"):

@@ -18,7 +18,6 @@ comparable when most cases break it.
 """
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -203,11 +202,9 @@ def linear_share(hits, linearity, groups, *, at_least: float, tol: float | None 
     those cases by :func:`robattr.verdicts.share_clustered` (whole images resampled); otherwise
     the run's model breaks the hypothesis at this budget and the verdict is "not comparable".
     Either way the rule states how many cases were locally linear and what was measured (on
-    all cases when not comparable). ``probe`` names where the linearity was measured. A
-    "holds" on fewer distinct images than :func:`robattr.verdicts.share_cases_needed` asks
-    for becomes inconclusive: when every image passes, the cluster bootstrap has no spread,
-    and so few independent images could not confirm the share even if all of them passed.
-    With ``at_least`` = 1 ("every case") no number of images confirms it."""
+    all cases when not comparable). ``probe`` names where the linearity was measured. Like
+    every :func:`~robattr.verdicts.share_clustered`, a share on too few distinct images to
+    confirm it stays inconclusive."""
     import numpy as np
 
     from robattr import verdicts
@@ -245,12 +242,4 @@ def linear_share(hits, linearity, groups, *, at_least: float, tol: float | None 
             f"{min_share:.0%}; measured on all cases: {everything.rule}")
     v = verdicts.share_clustered(hits[linear], groups[linear], at_least=at_least,
                                  what=f"locally linear {what}", group_unit=group_unit)
-    g = len(np.unique(groups[linear]))
-    need = verdicts.share_cases_needed(at_least) if at_least < 1 else math.inf
-    if v.verdict == "holds" and g < need:
-        # every resampled image passing gives the bootstrap no spread; as independent draws,
-        # g images could not confirm the share even if every one passed (verdicts.share)
-        return verdicts.Verdict("inconclusive", f"{measured}; judged on those: {v.rule}; but "
-                                f"{g} {group_unit} could not confirm a share of {at_least:.3g} even "
-                                f"if all passed (that needs at least {need})")
     return verdicts.Verdict(v.verdict, f"{measured}; judged on those: {v.rule}")
