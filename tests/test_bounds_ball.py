@@ -151,3 +151,21 @@ def test_corrected_certificates_are_smaller():
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name} "):
         call()
+
+
+def test_max_eps_is_unbounded_only_from_q_two():
+    """With q = ||h|| k_T / M (certified_eps, §1), the budget is at most 2r while q < 2 and
+    unbounded from q = 2 on, because V_U/V_S never exceeds 2 (issue 26: not from q = 1)."""
+    d, r, M = 784, 1.5, 1.0
+    for T in (0.45, 0.44):                       # printed k_T = sqrt(1/T^2 - 1): 1.98, 2.04
+        q = float(np.sqrt(1 / T**2 - 1))
+        e = ball_smoothing_max_eps(M, M, d, r, T, corrected=False)
+        if q < 2:
+            assert np.isfinite(e) and 0 < e <= 2 * r
+            assert ball_smoothing_cosine_bound(M, M, d, r, 1.01 * e, corrected=False) < T
+        else:
+            assert np.isinf(e)
+            assert ball_smoothing_cosine_bound(M, M, d, r, 100 * r, corrected=False) >= T
+    # a valid M (||h|| <= M) keeps q <= k_T < 2 for T >= 0.45, so the budget stays finite
+    assert np.isfinite(ball_smoothing_max_eps(1.0, 1.0, d, r, 0.8, corrected=False))
+    assert np.isfinite(ball_smoothing_max_eps(1.0, 1.0, d, r, 0.8))

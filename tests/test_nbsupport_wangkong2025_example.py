@@ -181,3 +181,29 @@ def test_covariance_weights_are_positive_eigenvalues_over_n():
         covariance_weights(np.ones((2, 3)), 2)
     with pytest.raises(ValueError):
         covariance_weights(cov, 0)
+
+
+def test_diagonal_law_undercovers_when_every_coordinate_is_the_same():
+    """montecarlo §3's constructed map (the erratum on 002 C.1): every coordinate is the same
+    bounded function of the noise, so the diagonal law of ||h^||^2 is too narrow and its
+    central interval covers far fewer runs than 1 - alpha; the full-covariance law does not."""
+    from robattr.bounds import generalized_chi2_ppf
+
+    rng = np.random.default_rng(0)
+    d, n, reps, alpha = 8, 50, 200, 0.01
+    w = rng.standard_normal(d)
+    g = lambda z: np.tanh(z @ w + 0.3)[:, None] * np.ones(d) / np.sqrt(d)  # noqa: E731
+    draw = lambda m: ball_noise_numpy(m, d, 1.0, rng)                         # noqa: E731
+    h, cov = mc_moments(g, draw, 20000)
+    sq = mc_repeats(g, draw, n, reps, h)["norms"] ** 2
+    var = np.diag(cov)
+    mu, U = np.linalg.eigh(cov)
+    top = mu > 1e-12 * mu.max()
+    assert top.sum() == 1                                   # rank one: all coordinates move together
+    laws = {"diagonal": (var / n, n * h ** 2 / var),
+            "full": (mu[top] / n, n * (U.T @ h)[top] ** 2 / mu[top])}
+    cover = {}
+    for name, (ww, ll) in laws.items():
+        t1, t2 = generalized_chi2_ppf([alpha / 2, 1 - alpha / 2], ww, noncentrality=ll)
+        cover[name] = float(np.mean((sq >= t1) & (sq <= t2)))
+    assert cover["diagonal"] < 0.85 and cover["full"] > 0.95, cover
