@@ -7,7 +7,7 @@ import pytest
 from robattr.book import browser_check
 
 ok, why = browser_check.available()
-pytestmark = pytest.mark.skipif(not ok, reason=f"browser check skipped: {why}")
+needs_browser = pytest.mark.skipif(not ok, reason=f"browser check skipped: {why}")
 
 CLEAN = "<html><body><p>fine</p><table><tr><td>1.0</td></tr></table></body></html>"
 FAULTS = {
@@ -29,6 +29,7 @@ FAULTS = {
 }
 
 
+@needs_browser
 def test_each_fault_is_flagged_and_a_clean_page_passes(tmp_path):
     pages = []
     (tmp_path / "clean.html").write_text(CLEAN)
@@ -44,3 +45,18 @@ def test_each_fault_is_flagged_and_a_clean_page_passes(tmp_path):
         assert any(want in p for p in problems), f"{name}: {problems}"
     book = browser_check.check_book(tmp_path)
     assert "clean.html" in book and book["clean.html"] == []
+
+
+def test_the_sphinx_extension_keeps_one_copy_of_each_script():
+    from types import SimpleNamespace
+
+    from robattr.book import sphinx_ext
+
+    def js(filename, **attributes):
+        return SimpleNamespace(filename=filename, attributes=attributes)
+
+    thebe_a, thebe_b = js(None, body="const THEBE_JS_URL = 1"), js("", body="const THEBE_JS_URL = 1")
+    other = js("_static/x.js", defer="defer")
+    context = {"script_files": [thebe_a, other, thebe_b, js("_static/x.js", defer="defer")]}
+    sphinx_ext.dedupe_scripts(None, "page", "page.html", context, None)
+    assert context["script_files"] == [thebe_a, other]

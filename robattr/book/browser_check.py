@@ -119,11 +119,26 @@ def check_pages(pages: list[Path], *, timeout_s: float = 30.0) -> dict[str, list
                 errors.clear()
                 page.goto(Path(path).resolve().as_uri(), wait_until="load",
                           timeout=timeout_s * 1000)
-                found = page.evaluate(PAGE_SCRIPT)
+                found = _evaluate(page, timeout_s)
                 out[str(path)] = [*dict.fromkeys(errors), *found]
         finally:
             browser.close()
     return out
+
+
+def _evaluate(page, timeout_s: float, tries: int = 3) -> list[str]:
+    """Run :data:`PAGE_SCRIPT`; a page that navigates on load (the book's index.html
+    redirects to its first page) is checked where it lands."""
+    from playwright.sync_api import Error
+
+    for attempt in range(tries):
+        try:
+            return page.evaluate(PAGE_SCRIPT)
+        except Error as err:
+            if "context was destroyed" not in str(err) or attempt == tries - 1:
+                raise
+            page.wait_for_load_state("load", timeout=timeout_s * 1000)
+    return []
 
 
 def check_book(html_dir: Path, *, timeout_s: float = 30.0) -> dict[str, list[str]]:
