@@ -32,7 +32,8 @@ import torch
 
 __all__ = ["THEME", "set_theme", "theme", "to_image", "heatmap_grid", "rank_heatmap",
            "verdict_heatmap", "VERDICT_COLORS", "bound_ratio", "measured_vs_bound",
-           "metric_curves", "matrix_heatmap", "show_whole_tables"]
+           "metric_curves", "matrix_heatmap", "show_whole_tables", "table_html",
+           "MISSING", "MISSING_NOTE"]
 
 #: The book's figure style, as arguments of ``seaborn.set_theme``.
 THEME: dict[str, Any] = {
@@ -529,12 +530,34 @@ def matrix_heatmap(ax, M: torch.Tensor, title: str, *, quantile: float = 0.995):
     return im
 
 
+#: what a table shows where it has no value, and the note printed under such a table
+MISSING = "—"
+MISSING_NOTE = "— : no value for this cell (see the text above the table)."
+
+
+def table_html(df) -> str:
+    """A DataFrame as the book shows it: every row and column, and "—" (:data:`MISSING`)
+    instead of NaN, with one line under the table saying what "—" means."""
+    html = df.to_html(na_rep=MISSING, notebook=True, max_rows=None, max_cols=None,
+                      border=0)
+    has_missing = bool(df.isna().to_numpy().any()) if df.size else False
+    return html + (f'<p class="robattr-missing">{MISSING_NOTE}</p>' if has_missing else "")
+
+
 def show_whole_tables() -> None:
     """Show every row and column of a table in a notebook: pandas' default cuts a frame at
     20 columns and 60 rows with a "…", which in the book hides exactly the paper's numbers
-    beside ours. Wide tables scroll sideways in the HTML page instead."""
+    beside ours. Wide tables scroll sideways in the HTML page instead. In IPython, a
+    DataFrame is then shown by :func:`table_html` ("—" where a value is missing)."""
     import pandas as pd
 
     pd.set_option("display.max_columns", None)
     pd.set_option("display.max_rows", 500)
     pd.set_option("display.width", None)
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)

@@ -347,3 +347,15 @@ def test_notebooks_show_whole_tables():
         show_whole_tables()
         assert pd.get_option("display.max_columns") is None
         assert "..." not in wide._repr_html_() and "c29" in wide._repr_html_()
+
+
+def test_tables_show_a_dash_where_a_value_is_missing():
+    import numpy as np
+    import pandas as pd
+
+    from robattr.viz import MISSING_NOTE, table_html
+
+    html = table_html(pd.DataFrame({"ours": [0.5, np.nan], "paper": [0.4, 0.3]}))
+    assert "NaN" not in html and "<td>—</td>" in html and MISSING_NOTE in html
+    full = table_html(pd.DataFrame({"a": [1.0]}))
+    assert MISSING_NOTE not in full and "<td>1.0</td>" in full
