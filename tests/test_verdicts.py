@@ -326,7 +326,7 @@ def test_checks_and_demonstrations_are_recorded_apart_and_must_come_out_their_wa
     with pytest.raises(papers.CheckFailed, match="a bug"):
         papers.check("the inverse formula round-trips", verdicts.exact(2, 50))
     md = papers.demonstrate("Thm 9 as printed", verdicts.exact(3, 3), erratum="erratum-x-thm9")
-    assert "errata.html#erratum-x-thm9" in md.data
+    assert "{ref}`the errata entry <erratum-x-thm9>`" in md.data
     with pytest.raises(papers.CheckFailed, match="did not show its erratum"):
         papers.demonstrate("Thm 9 as printed", verdicts.exact(0, 3), erratum="erratum-x-thm9")
     with pytest.raises(ValueError, match="erratum-"):

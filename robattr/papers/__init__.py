@@ -216,10 +216,6 @@ def check(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = No
                     f"**✔ passes** ({verdict.rule}; {where}).{tail}")
 
 
-#: where the errata page lives, relative to a notebook page (``book/<chapter>/<nb>.html``)
-ERRATA_PAGE = "../errata.html"
-
-
 def demonstrate(text: str, verdict: Verdict, erratum: str, evidence: str = "", *,
                 n: int | None = None, unit: str | None = None, dataset: str | None = None,
                 model: str | None = None):
@@ -242,4 +238,4 @@ def demonstrate(text: str, verdict: Verdict, erratum: str, evidence: str = "", *
     tail = f" {evidence}" if evidence else ""
     return Markdown(f'<span id="claim-{index}"></span>**Erratum shown:** {text} — '
                     f"**the counterexample refutes it as printed** ({verdict.rule}; {where}). "
-                    f"See [the errata entry]({ERRATA_PAGE}#{erratum}).{tail}")
+                    f"See {{ref}}`the errata entry <{erratum}>`.{tail}")
