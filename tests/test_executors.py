@@ -191,7 +191,7 @@ def test_executed_notebooks_get_no_progress_bars(monkeypatch):
 
     from robattr.book import execution
 
-    assert execution.QUIET_ENV == {"TQDM_DISABLE": "1"}
+    assert execution.QUIET_ENV["TQDM_DISABLE"] == "1"
     seen = {}
 
     def fake_execute_notebook(src, out, **kw):
@@ -202,6 +202,7 @@ def test_executed_notebooks_get_no_progress_bars(monkeypatch):
 
     monkeypatch.setattr(papermill, "execute_notebook", fake_execute_notebook)
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.setenv("PYTHONWARNINGS", "ignore::DeprecationWarning")
     import tempfile
     from pathlib import Path
 
@@ -212,4 +213,7 @@ def test_executed_notebooks_get_no_progress_bars(monkeypatch):
     with tempfile.TemporaryDirectory() as tmp:
         failure = execution.execute(nb, {}, Path(tmp) / "out.ipynb", progress=False)
     assert failure is not None and "stop here" in failure.error
-    assert seen == {"TQDM_DISABLE": "1"} and "TQDM_DISABLE" not in os.environ
+    assert seen == {"TQDM_DISABLE": "1",
+                    "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore:IProgress not found"}
+    assert "TQDM_DISABLE" not in os.environ
+    assert os.environ["PYTHONWARNINGS"] == "ignore::DeprecationWarning"

@@ -79,6 +79,11 @@ async () => {
 """
 
 
+#: console errors that are not faults of a page: the theme logs this one on the first page a
+#: new browser profile opens (no colour mode stored yet) and then uses its default
+_BENIGN_CONSOLE = ("Got invalid theme mode",)
+
+
 def chromium_path() -> str | None:
     """The Chromium to drive: ``$ROBATTR_CHROMIUM``, else ``chromium`` on the PATH."""
     return os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or \
@@ -114,7 +119,7 @@ def check_pages(pages: list[Path], *, timeout_s: float = 30.0) -> dict[str, list
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(f"JavaScript error: {e}"))
             page.on("console", lambda m: errors.append(f"JavaScript console error: {m.text}")
-                    if m.type == "error" else None)
+                    if m.type == "error" and not m.text.startswith(_BENIGN_CONSOLE) else None)
             for path in pages:
                 errors.clear()
                 page.goto(Path(path).resolve().as_uri(), wait_until="load",

@@ -42,8 +42,12 @@ def results_path(output: Path) -> Path:
 #: Set for the kernel of every executed notebook: progress bars (tqdm, the zoo's training
 #: bars) stay out of the pages, where they would be a log of the build rather than a result
 #: (the build shows its own progress per notebook in the terminal). Interactive users, who
-#: run a notebook themselves, keep their bars.
-QUIET_ENV = {"TQDM_DISABLE": "1"}
+#: run a notebook themselves, keep their bars. A PYTHONWARNINGS of the caller is kept, with
+#: this filter added.
+QUIET_ENV = {"TQDM_DISABLE": "1",
+             # tqdm.auto warns at import in a kernel without ipywidgets; the pages have no
+             # bars to show, so the warning tells the reader nothing
+             "PYTHONWARNINGS": "ignore:IProgress not found"}
 
 
 def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
@@ -64,6 +68,8 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
     saved = {k: os.environ.get(k) for k in (results.ENV, *QUIET_ENV)}
     os.environ[results.ENV] = str(results_csv)    # inherited by the kernel process
     os.environ.update(QUIET_ENV)
+    if saved.get("PYTHONWARNINGS"):
+        os.environ["PYTHONWARNINGS"] = f"{saved['PYTHONWARNINGS']},{QUIET_ENV['PYTHONWARNINGS']}"
     try:
         papermill.execute_notebook(str(nb.path), str(output), parameters=params,
                                    progress_bar=progress, cwd=str(output.parent),
