@@ -75,18 +75,24 @@ def taylor_constant(fn: Callable, x: torch.Tensor, v_max: torch.Tensor, xi_max, 
     return torch.clamp((dev - lin) / denom, min=0.0) + 1.0
 
 
-def linearity_residual(fn: Callable, x: torch.Tensor, delta: torch.Tensor, *,
-                       ops: JacobianOps | None = None, relative: bool = False):
-    """B.1: ``η(x, δ) = ‖g(x+δ) − g(x) − J δ‖₂`` per example (N,); with ``relative=True``
-    also divided by ``‖g(x+δ) − g(x)‖`` (returned as a pair ``(η, η/‖Δg‖)``)."""
+def _change_and_linear(fn: Callable, x: torch.Tensor, delta: torch.Tensor,
+                       ops: JacobianOps | None):
+    """``(g(x+δ) − g(x), J δ)`` in float64, per example."""
     x = _check_x(x)
     if not torch.is_tensor(delta) or delta.shape != x.shape:
         raise ValueError(f"delta must be shaped like x {tuple(x.shape)}")
     ops = ops or jacobian_ops(fn, x)
     with torch.enable_grad():
         g1 = fn((x + delta).detach().requires_grad_(True)).detach()
-    diff = (g1 - ops.out).double()
-    eta = _bnorm(diff - ops.jvp(delta.detach()).double())
+    return (g1 - ops.out).double(), ops.jvp(delta.detach()).double()
+
+
+def linearity_residual(fn: Callable, x: torch.Tensor, delta: torch.Tensor, *,
+                       ops: JacobianOps | None = None, relative: bool = False):
+    """B.1: ``η(x, δ) = ‖g(x+δ) − g(x) − J δ‖₂`` per example (N,); with ``relative=True``
+    also divided by ``‖g(x+δ) − g(x)‖`` (returned as a pair ``(η, η/‖Δg‖)``)."""
+    diff, lin = _change_and_linear(fn, x, delta, ops)
+    eta = _bnorm(diff - lin)
     if relative:
         return eta, eta / _bnorm(diff).clamp_min(torch.finfo(torch.float64).tiny)
     return eta
@@ -167,14 +173,8 @@ def remainder_ratio(fn: Callable, x: torch.Tensor, delta: torch.Tensor, *,
     smooth curved one; ``inf`` where ``J δ = 0`` but ``g`` moves (a map that jumps or is flat
     to first order). Unlike :func:`linearity_residual`'s ``relative`` form, which divides by
     the true change, this stays a ratio to what the linear model predicts."""
-    x = _check_x(x)
-    if not torch.is_tensor(delta) or delta.shape != x.shape:
-        raise ValueError(f"delta must be shaped like x {tuple(x.shape)}")
-    ops = ops or jacobian_ops(fn, x)
-    with torch.enable_grad():
-        g1 = fn((x + delta).detach().requires_grad_(True)).detach()
-    lin = ops.jvp(delta.detach()).double()
-    eta = _bnorm((g1 - ops.out).double() - lin)
+    diff, lin = _change_and_linear(fn, x, delta, ops)
+    eta = _bnorm(diff - lin)
     den = _bnorm(lin)
     return torch.where(den > 0, eta / den.clamp_min(torch.finfo(torch.float64).tiny),
                        torch.where(eta > 0, torch.full_like(eta, math.inf), torch.zeros_like(eta)))
