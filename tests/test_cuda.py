@@ -108,6 +108,9 @@ ILL_CONDITIONED_TOL32 = {
     "linearity_residual": 2e-3,
     # the largest ratio of such remainders [4.9e-4, MLP]
     "remainder_constant": 1e-2,
+    # the same remainder relative to J d (not measured on a GPU yet: as remainder_constant)
+    "remainder_ratio": 1e-2,
+    "budget_linearity": 1e-2,
     # Stein's form: values of order one cancel down to a Hessian [3.5e-4, MLP]
     "smoothed_hessian_quadrature": 5e-3,
 }
@@ -616,6 +619,8 @@ BOUNDS = {
         m, x, t, eps=0.1, steps=2, generator=g()),
     "max_gradient_change": lambda m, x, t, g: bounds.max_gradient_change(
         m, x, t, eps=0.1, steps=2, generator=g()),
+    "max_gradient_change_converged": lambda m, x, t, g: bounds.max_gradient_change_converged(
+        m, x, t, eps=0.1, steps=2, restarts=1, max_rounds=2, generator=g())[:2],
     "stein_gradient": lambda m, x, t, g: bounds.stein_gradient(
         m, x, t, sigma=0.1, n_samples=4, control_variate=True, generator=g()),
     "smoothed_hvp": lambda m, x, t, g: _hvps(m, x, t),
@@ -639,6 +644,10 @@ BOUNDS = {
         _sm(m, t), x, 0.01 * draw(x, 16)),
     "linearity_residual": lambda m, x, t, g: bounds.linearity_residual(
         _sm(m, t), x, 0.01 * draw(x, 16), relative=True),
+    "remainder_ratio": lambda m, x, t, g: bounds.remainder_ratio(
+        _sm(m, t), x, 0.01 * draw(x, 16)),
+    "budget_linearity": lambda m, x, t, g: bounds.budget_linearity(
+        _sm(m, t), x, 0.01 * draw(x, 16)),
     "label_constraint_condition": lambda m, x, t, g: bounds.label_constraint_condition(
         m, x, 0.01 * draw(x, 17), t, steps=2),
     "deviation_attack": lambda m, x, t, g: bounds.deviation_attack(
