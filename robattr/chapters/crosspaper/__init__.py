@@ -1,0 +1,1 @@
+"""The crosspaper chapter: what only its notebooks use (see robattr.chapters)."""

@@ -1,0 +1,1 @@
+"""The example chapter: what only its notebooks use (see robattr.chapters)."""

@@ -1,0 +1,1 @@
+"""The joo2023 chapter: what only its notebooks use (see robattr.chapters)."""

@@ -1,0 +1,1 @@
+"""The lim2021 chapter: what only its notebooks use (see robattr.chapters)."""

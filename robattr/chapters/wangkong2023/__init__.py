@@ -1,0 +1,1 @@
+"""The wangkong2023 chapter: what only its notebooks use (see robattr.chapters)."""
