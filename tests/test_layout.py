@@ -250,3 +250,51 @@ def test_the_console_script_and_the_profiles_ship_with_the_package():
     assert callable(getattr(importlib.import_module(module), func))
     for pattern in config["tool"]["setuptools"]["package-data"]["robattr"]:
         assert sorted((ROOT / "robattr").glob(pattern)), f"package-data {pattern!r} matches nothing"
+
+
+# --------------------------------------------------------------------------- the three halves
+def _imports(path: Path) -> set[str]:
+    """The robattr modules a file imports (absolute imports, and string arguments of
+    importlib.import_module)."""
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module" \
+                and node.args and isinstance(node.args[0], ast.Constant):
+            out.add(str(node.args[0].value))
+    return {m for m in out if m == "robattr" or m.startswith("robattr.")}
+
+
+def test_imports_run_one_way_between_library_chapters_and_book():
+    """The library knows nothing of the chapters; the chapters import the library (never
+    the book); the book reads the chapters' declarations through robattr.chapters' own API
+    only (robattr.chapters.declaration / declarations), never a chapter's internals."""
+    pkg = ROOT / "robattr"
+    wrong = []
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        mods = _imports(path)
+        into_chapters = {m for m in mods if m.startswith("robattr.chapters")}
+        if rel.startswith("robattr/chapters/"):
+            wrong += [f"{rel} imports {m}" for m in mods if m.startswith("robattr.book")]
+        elif rel.startswith("robattr/book/"):
+            wrong += [f"{rel} imports {m}" for m in into_chapters
+                      if m not in {"robattr.chapters", "robattr.chapters.declaration",
+                                   "robattr.chapters.declarations"}]
+        elif rel != "robattr/__init__.py":        # its lazy aliases keep old names resolving
+            wrong += [f"{rel} imports {m}" for m in into_chapters]
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_the_import_scan_sees_each_kind_of_import(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import robattr.book.plan\nfrom robattr.chapters.wang2020 import setup\n"
+                 "import importlib\nimportlib.import_module('robattr.chapters.lim2021')\n"
+                 "import numpy\n")
+    assert _imports(f) == {"robattr.book.plan", "robattr.chapters.wang2020",
+                           "robattr.chapters.wang2020.setup", "robattr.chapters.lim2021"}
