@@ -18,7 +18,7 @@ from robattr.bounds import (FROBENIUS_MAX_D, attribution_function, homogeneity_c
                             pool_gaps, pool_switches, scaling_check, switch_moved, theorem6_cases,
                             theorem6_tally)
 from robattr.bounds import deviation as D
-from robattr.bounds import deviation_tables as T
+from robattr.chapters.wangkong2023 import tables as T
 from robattr.bounds import ig_structure as IGJ
 from robattr.bounds import linearity as LIN
 

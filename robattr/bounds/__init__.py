@@ -6,7 +6,6 @@
 ``jacobian``          the matrix-free Jacobian products and ξ_max that deviation builds on (001)
 ``linearity``         B.1's linearity residual, Thm 3's constant c (001)
 ``ig_structure``      C.1: the Jacobian of IG and how diagonal it is (001)
-``deviation_tables``  bookkeeping of 001's Tables 6-10: random reference, crossings, wide tables
 ``ball``              uniform l2-ball smoothing: volume ratio, cosine certificate, Cor 1 (002)
 ``montecarlo``        the Monte-Carlo error of a smoothed attribution: generalised chi-square (002)
 ``center_smoothing``  Kumar & Goldstein's center-smoothing certificate for attribution maps (002)
@@ -18,13 +17,12 @@ Everything public is re-exported here, so ``from robattr.bounds import X`` works
 """
 from __future__ import annotations
 
-from robattr.bounds import (alignment, ball, center_smoothing, deviation, deviation_tables, gauss_newton,
+from robattr.bounds import (alignment, ball, center_smoothing, deviation, gauss_newton,
                             geometry, maxpool, montecarlo, relex)
 from robattr.bounds.alignment import *  # noqa: F401,F403
 from robattr.bounds.ball import *  # noqa: F401,F403
 from robattr.bounds.center_smoothing import *  # noqa: F401,F403
 from robattr.bounds.deviation import *  # noqa: F401,F403
-from robattr.bounds.deviation_tables import *  # noqa: F401,F403
 from robattr.bounds.gauss_newton import *  # noqa: F401,F403
 from robattr.bounds.gauss_newton import _hutchinson  # noqa: F401  (used by the Hessian loss)
 from robattr.bounds.geometry import *  # noqa: F401,F403
@@ -34,4 +32,4 @@ from robattr.bounds.relex import *  # noqa: F401,F403
 
 __all__ = [*gauss_newton.__all__, *geometry.__all__, *deviation.__all__, *ball.__all__,
            *montecarlo.__all__, *center_smoothing.__all__, *alignment.__all__, *relex.__all__,
-           *maxpool.__all__, *deviation_tables.__all__]
+           *maxpool.__all__]
