@@ -1,4 +1,4 @@
-"""robattr.wangkong2025: a Tables 5-7 block's inputs and models, its certified budgets, and
+"""robattr.chapters.wangkong2025: a Tables 5-7 block's inputs and models, its certified budgets, and
 Corollary 1's threshold ratio test."""
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from robattr import data, wangkong2025 as wk
+from robattr import data
 from robattr.blocks import table567_runs_002
+from robattr.chapters import wangkong2025 as wk
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
