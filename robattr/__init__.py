@@ -50,7 +50,14 @@ _BOOK_ALIASES = {
     "cli": "robattr.book.cli",
 }
 
-__all__ = sorted(_SUBMODULES | set(_BOOK_ALIASES)
+#: Former top-level modules that held one chapter's helpers: {old name: where they live now}
+#: (``robattr.chapters``, which the library never imports; resolved here on first use only).
+_CHAPTER_ALIASES = {
+    "lim2021": "robattr.chapters.lim2021",
+    "wangkong2025": "robattr.chapters.wangkong2025",
+}
+
+__all__ = sorted(_SUBMODULES | set(_BOOK_ALIASES) | set(_CHAPTER_ALIASES)
                  | {"__version__", "check_params", "get_device", "seed_everything"})
 
 
@@ -59,6 +66,8 @@ def __getattr__(name: str):
         return importlib.import_module(f"robattr.{name}")
     if name in _BOOK_ALIASES:
         return importlib.import_module(_BOOK_ALIASES[name])
+    if name in _CHAPTER_ALIASES:
+        return importlib.import_module(_CHAPTER_ALIASES[name])
     if name in {"get_device", "seed_everything"}:
         return getattr(importlib.import_module("robattr.utils"), name)
     if name == "check_params":

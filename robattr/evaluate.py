@@ -640,7 +640,7 @@ def retrieval_004(model: nn.Module, x: torch.Tensor, y=None, *,
     """
     from robattr import attributions as A
     from robattr.attacks import pgd
-    from robattr.lim2021 import to_mask
+    from robattr.attributions import to_mask
     from robattr.metrics import class_retrieval, deletion, feature_relevance, preservation
 
     model = _check_model(model)
@@ -659,7 +659,7 @@ def retrieval_004(model: nn.Module, x: torch.Tensor, y=None, *,
     with torch.no_grad():
         fooled = model(x_adv).argmax(1) != c0
 
-    explain = {      # maps as masks by 004's S2.1 (robattr.lim2021.to_mask)
+    explain = {      # maps as masks by 004's S2.1 (robattr.attributions.to_mask)
         "SimGrad": lambda z: to_mask(A.grad(model, z, c0), "grad"),
         "SmoothGrad": lambda z: to_mask(A.smoothgrad(model, z, c0, n_samples=sg_samples,
                                                      seed=seed), "grad"),

@@ -257,7 +257,7 @@ def test_relex_snapshots_equal_separate_runs_and_validate():
 
 
 def test_confident_images_keeps_the_first_images_every_model_is_sure_of():
-    from robattr.lim2021 import confident_images
+    from robattr.chapters.lim2021 import confident_images
 
     class Fixed(nn.Module):
         """Logits read off the input: image i's logits are x[i, 0, 0, :2]."""

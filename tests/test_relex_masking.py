@@ -198,7 +198,7 @@ def test_masks_stay_in_the_unit_interval(masking, seed, lr, init, batch):
 
 # --------------------------------------------------------------------------- the chapter's helpers
 def test_masking_view_is_the_normalized_masking():
-    from robattr.lim2021 import masking_view
+    from robattr.chapters.lim2021 import masking_view
 
     model, x, t = model_and_batch(10)
     assert masking_view(model, x, "pixel") == (model, x)
@@ -214,7 +214,7 @@ def test_masking_view_is_the_normalized_masking():
 
 
 def test_masked_input_and_retrieval_follow_the_masking():
-    from robattr.lim2021 import mask_scores, masked_input, masked_retrieval
+    from robattr.chapters.lim2021 import mask_scores, masked_input, masked_retrieval
     from robattr.metrics import class_retrieval
 
     model, x, t = model_and_batch(11)
@@ -239,7 +239,7 @@ def test_compare_maskings_table_and_figure():
     import matplotlib
 
     matplotlib.use("Agg")
-    from robattr.lim2021 import compare_maskings, masking_table, plot_maskings
+    from robattr.chapters.lim2021 import compare_maskings, masking_table, plot_maskings
     from robattr.metrics import cosine_similarity
 
     model, x, t = model_and_batch(12)
@@ -259,7 +259,7 @@ def test_compare_maskings_table_and_figure():
 
 def test_chapter_model_loads_user_weights(tmp_path):
     from robattr import data
-    from robattr.lim2021 import chapter_model
+    from robattr.chapters.lim2021 import chapter_model
 
     model = build("cnn", "digits").eval()
     path = tmp_path / "cnn.pt"

@@ -9,7 +9,8 @@ import torch
 
 from ._core import check_input, check_positive
 
-__all__ = ["reduce_channels", "percentile_normalize", "minmax_normalize", "saliency_000"]
+__all__ = ["reduce_channels", "percentile_normalize", "minmax_normalize", "saliency_000",
+           "MASK_KINDS", "to_mask"]
 
 REDUCTIONS = ("abs_sum", "sum", "mean", "abs_mean", "abs")
 
@@ -83,3 +84,27 @@ def saliency_000(a: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor
     h, w = s.shape[1:]
     total = s.flatten(1).sum(1).clamp_min(torch.finfo(s.dtype).tiny)
     return s * (h * w) / total[:, None, None]
+
+
+#: How :func:`to_mask` turns each kind of map into a mask.
+MASK_KINDS = ("grad", "cam", "mask")
+
+
+def to_mask(a: torch.Tensor, kind: str) -> torch.Tensor:
+    """A map ``a`` (batch-first) as a mask in [0, 1] of ``a``'s shape, as 004's S2.1 does.
+
+    ``"grad"`` (gradient-type maps): ``|a|`` summed over channels, divided by its 99th
+    percentile and clipped at 1, then repeated over the channels; ``"cam"`` (Grad-CAM):
+    min-max scaled; ``"mask"`` (RelEx, MASK: already masks): clamped to [0, 1].
+
+    In the library, not the lim2021 chapter: that chapter's notebooks and the cross-paper
+    matrix's 004 evaluation (class retrieval of a masked input) both make masks this way.
+    """
+    if kind == "grad":
+        return percentile_normalize(reduce_channels(a, "abs_sum", keepdim=True),
+                                    99.0).expand_as(a)
+    if kind == "cam":
+        return minmax_normalize(a)
+    if kind == "mask":
+        return a.clamp(0, 1)
+    raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")

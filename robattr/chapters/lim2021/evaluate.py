@@ -2,7 +2,8 @@
 
 What the chapter's notebooks repeat, in one place:
 
-* :func:`to_mask`: an explanation map as a [0, 1] mask, by 004's supplement (S2.1);
+* :func:`to_mask`: an explanation map as a [0, 1] mask, by 004's supplement (S2.1)
+  (:func:`robattr.attributions.to_mask`, re-exported here);
 * :func:`all_masks`: every explainer's mask of a batch, in the chapter's order;
 * :func:`random_twin`: the control of every attack, Gaussian noise of the attack's l2 size;
 * :func:`mask_scores`: per-image retrieval, relevance and similarity of a batch of masks;
@@ -30,33 +31,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from robattr.attributions.postprocess import MASK_KINDS, to_mask  # noqa: F401  (re-exported)
+
 __all__ = ["MASK_KINDS", "to_mask", "gradient_explainers", "all_masks", "random_twin",
            "mask_scores", "per_image", "chapter_model", "compare_maskings", "masking_table",
            "plot_maskings", "masking_view", "masked_input", "masked_retrieval", "SMALL_NET_KINDS", "random_small_net", "random_masked_rows",
            "confident_images", "thm1_violations", "thm1_covered", "thm1_along_directions"]
-
-#: How :func:`to_mask` turns each kind of map into a mask.
-MASK_KINDS = ("grad", "cam", "mask")
-
-
-def to_mask(a: torch.Tensor, kind: str) -> torch.Tensor:
-    """A map ``a`` (batch-first) as a mask in [0, 1] of ``a``'s shape, as 004's S2.1 does.
-
-    ``"grad"`` (gradient-type maps): ``|a|`` summed over channels, divided by its 99th
-    percentile and clipped at 1, then repeated over the channels; ``"cam"`` (Grad-CAM):
-    min-max scaled; ``"mask"`` (RelEx, MASK: already masks): clamped to [0, 1].
-    """
-    from robattr import attributions as A
-
-    if kind == "grad":
-        return A.percentile_normalize(A.reduce_channels(a, "abs_sum", keepdim=True),
-                                      99.0).expand_as(a)
-    if kind == "cam":
-        return A.minmax_normalize(a)
-    if kind == "mask":
-        return a.clamp(0, 1)
-    raise ValueError(f"kind must be one of {MASK_KINDS}, got {kind!r}")
-
 
 def gradient_explainers(sg_samples: int, ig_steps: int, seed: int) -> dict[str, Callable]:
     """The chapter's gradient-type explainers, ``name -> fn(model, x, target)``: SimGrad,
