@@ -58,8 +58,8 @@ def write_mnist(folder, n=3):
 
 
 def test_present_blocks_are_kept_in_order_and_each_missing_one_gets_one_line(root, tmp_path):
-    write_jpgs(root / "cifar10-jpg" / "train", CIFAR10_CLASSES)
-    write_jpgs(root / "cifar10-jpg" / "test", CIFAR10_CLASSES)
+    write_jpgs(root / "cifar10-jpg" / "train", CIFAR10_CLASSES, size=32)
+    write_jpgs(root / "cifar10-jpg" / "test", CIFAR10_CLASSES, size=32)
     write_mnist(root / "MNIST")
     imagenet = tmp_path / "imagenet"
     write_jpgs(imagenet / "val", ["n01440764", "n01443537"], size=12)
@@ -94,7 +94,7 @@ def test_a_block_without_a_folder_or_with_a_wrong_one_is_skipped_not_an_error(ro
     write_jpgs(tmp_path / "folder" / "train", ["a", "b"])
     why = missing(Block("Folder", str(tmp_path / "folder"), size=8, splits=("val",)))
     assert why.startswith("skipped Folder:") and "split folders train only" in why
-    write_jpgs(root / "cifar10-jpg" / "test", CIFAR10_CLASSES)
+    write_jpgs(root / "cifar10-jpg" / "test", CIFAR10_CLASSES, size=32)
     why = missing(Block("CIFAR-10", "cifar10", weights=str(tmp_path / "absent.pt")))
     assert why.startswith("skipped CIFAR-10:") and "train" in why   # the train split is missing
     assert missing(Block("CIFAR-10", "cifar10", splits=("test",))) is None
@@ -170,8 +170,8 @@ def test_wangkong2023_blocks_take_the_papers_budgets_and_fall_back_to_the_quick_
     assert len(runs) == 1 and runs[0]["dataset"] == "digits" and len(lines) == 3
     assert runs[0]["eps_l2"] == ["0.1", "0.2"] and runs[0]["eps_linf"] == ["0.01"]
     assert runs[0]["l2_scale"] == pytest.approx((64 / 784) ** 0.5)
-    write_jpgs(root / "cifar10-jpg" / "test", CIFAR10_CLASSES)
-    write_jpgs(root / "cifar10-jpg" / "train", CIFAR10_CLASSES)
+    write_jpgs(root / "cifar10-jpg" / "test", CIFAR10_CLASSES, size=32)
+    write_jpgs(root / "cifar10-jpg" / "train", CIFAR10_CLASSES, size=32)
     runs = blocks.table78_runs_001(["MNIST", "CIFAR-10"], dataset="digits", paper_dataset="MNIST",
                                    eps_l2=[0.1], eps_linf=[0.01], ref_dim=784, echo=None)
     # App. D.2: CIFAR-10 at l2 0.2 and 0.3, l-inf 4/255 and 8/255, unscaled
