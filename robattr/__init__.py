@@ -14,7 +14,8 @@ stays cheap):
 ``bounds``        the papers' bounds and certificates
 ``precision``     full fp32 on CUDA by default; TF32 / bf16 on request
 ``memory``        probes of what autograd keeps for backward
-``evaluate``      each paper's headline evaluation as one function (the cross-paper matrix)
+``attack_protocol``  000's attack protocol: attack a map over budgets, four metrics, AUC
+``timing``        training time per step, in paired rounds, and the verdict "faster"
 ``results``       scalars a notebook records, kept next to the executed notebook
 ``papers``        citations and the papers' printed tables, our-vs-paper helpers, ``claim``
 ``verdicts``      rules that compute a claim's verdict (uncertainty, scale)
@@ -27,6 +28,12 @@ core never imports. Its former top-level names still resolve: ``robattr.pipeline
 ``robattr.book``; ``robattr.params``, ``executors``, ``sweep``, ``verdicts_page`` and
 ``cli`` are the modules of the same name in ``robattr.book``; ``robattr.check_params()``
 is :func:`robattr.book.params.check_notebook`.
+
+What only one chapter's notebooks use lives in :mod:`robattr.chapters` (one package per
+chapter), which the core never imports either. Its former top-level names still resolve:
+``robattr.wang2020``, ``robattr.lim2021`` and ``robattr.wangkong2025`` are the chapter
+packages of the same name, ``robattr.evaluate`` is ``robattr.chapters.crosspaper`` (the
+five papers' headline evaluations and the cross-paper matrix).
 """
 from __future__ import annotations
 
@@ -35,9 +42,9 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "attacks", "attributions", "book", "bounds", "catalog", "data", "evaluate", "memory",
-    "metrics", "models", "papers", "precision", "results", "train", "utils", "verdicts", "viz",
-    "zoo",
+    "attack_protocol", "attacks", "attributions", "book", "bounds", "catalog", "data", "memory",
+    "metrics", "models", "papers", "precision", "results", "timing", "train", "utils",
+    "verdicts", "viz", "zoo",
 }
 
 #: Former top-level modules of the book machinery: {old name: where it lives now}.
@@ -53,7 +60,9 @@ _BOOK_ALIASES = {
 #: Former top-level modules that held one chapter's helpers: {old name: where they live now}
 #: (``robattr.chapters``, which the library never imports; resolved here on first use only).
 _CHAPTER_ALIASES = {
+    "evaluate": "robattr.chapters.crosspaper",
     "lim2021": "robattr.chapters.lim2021",
+    "wang2020": "robattr.chapters.wang2020",
     "wangkong2025": "robattr.chapters.wangkong2025",
 }
 

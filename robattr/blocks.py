@@ -16,8 +16,9 @@ it; a missing block is never an error.
 
 The blocks of the two Wang & Kong papers are here too (:data:`WANGKONG2023_TABLE78` and
 :func:`table78_runs_001`, :data:`WANGKONG2025_TABLE567` and :func:`table567_runs_002`);
-000's, which carry their attack settings, are in :mod:`robattr.wang2020`. :func:`pretrained` builds an ImageNet ResNet from a user's weights
-file, including the checkpoints of MadryLab's ``robustness`` library that 000 used.
+000's, which carry their attack settings, are the wang2020 chapter's
+(``robattr.chapters.wang2020``). :func:`pretrained` builds an ImageNet ResNet from a user's
+weights file, including the checkpoints of MadryLab's ``robustness`` library that 000 used.
 """
 from __future__ import annotations
 

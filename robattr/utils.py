@@ -12,7 +12,7 @@ import torch
 from robattr import precision as _precision  # noqa: F401  (applies the precision policy)
 
 __all__ = ["get_device", "seed_everything", "make_generator", "cache_dir", "check_int",
-           "check_number", "check_eps"]
+           "check_number", "check_eps", "check_model", "check_image_batch"]
 
 
 def get_device(device: str | torch.device = "auto") -> torch.device:
@@ -97,3 +97,29 @@ def check_eps(eps, name: str = "eps") -> float:
         raise ValueError(f"{name} must be a finite number >= 0 (pixel units, [0, 1] scale), "
                          f"got {eps!r}")
     return float(eps)
+
+
+def check_model(model):
+    """``model`` if it is a ``torch.nn.Module``, else a ValueError."""
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return model
+
+
+def check_image_batch(x, y):
+    """``(x detached, y as int64 or None)`` for a non-empty floating image batch ``x``
+    (N x C x H x W, pixels in [0, 1]) and ``y`` one integer label per image (or None),
+    else a ValueError that says what is wrong. The evaluations of a model on a labelled
+    batch (the cross-paper matrix, the training-time measurements) check their input so."""
+    if not torch.is_tensor(x) or not x.is_floating_point() or x.ndim != 4 or x.shape[0] < 1:
+        raise ValueError("x must be a non-empty floating-point image batch N x C x H x W, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    if float(x.min()) < 0.0 or float(x.max()) > 1.0:
+        raise ValueError("x must be pixels in [0, 1] (robattr models normalise inside)")
+    if y is not None:
+        y = torch.as_tensor(y, device=x.device)
+        if y.shape != (x.shape[0],) or y.is_floating_point():
+            raise ValueError(f"y must hold one integer label per example, shape ({x.shape[0]},), "
+                             f"got {tuple(y.shape)}")
+        y = y.long()
+    return x.detach(), y

@@ -1,4 +1,5 @@
-"""robattr.evaluate: the five papers' headline evaluations as one call each.
+"""robattr.chapters.crosspaper: the five papers' headline evaluations as one call each, the
+matrix's cost and direction helpers, and the library's robattr.timing.
 
 Small random models on 8 x 8 images; every function must return its documented keys
 with values in range, be deterministic under a seed, refuse bad arguments, and give the
@@ -16,8 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from robattr import evaluate as E
+from robattr import timing
+from robattr.attack_protocol import ATTACK_METHODS_000
 from robattr.bounds import ball_smoothing_max_eps
+from robattr.chapters import crosspaper as E
 from robattr.models import build
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")   # Captum and friends, this file only
@@ -94,8 +97,8 @@ def cnn_results():
 def test_keys_and_ranges(cnn_results):
     r = cnn_results["attack_auc_000"]
     assert set(r) == {f"{p}_{m}" for p in ("kin_auc", "kin_auc_clean", "spearman_auc")
-                      for m in E.ATTACK_METHODS_000}
-    for m in E.ATTACK_METHODS_000:
+                      for m in ATTACK_METHODS_000}
+    for m in ATTACK_METHODS_000:
         assert 0 <= r[f"kin_auc_{m}"] <= 1 + 1e-9
         # mass form: the clean top-k share of a map lies in [k/64, 1]; two budgets, AUC = mean
         assert 4 / 64 - 1e-9 <= r[f"kin_auc_clean_{m}"] <= 1 + 1e-9
@@ -283,14 +286,14 @@ def test_training_cost_reads_zoo_meta():
 def test_training_step_seconds():
     model, (x, y) = _cnn(), _batch(4)
     before = [p.detach().clone() for p in model.parameters()]
-    s = E.training_step_seconds(model, x, y, method="l2", repeats=2)
+    s = timing.training_step_seconds(model, x, y, method="l2", repeats=2)
     assert 0 < s < 60
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))   # untouched
     assert all(p.grad is None for p in model.parameters())
     with pytest.raises(ValueError, match="method"):
-        E.training_step_seconds(model, x, y)       # no zoo config and no method
+        timing.training_step_seconds(model, x, y)       # no zoo config and no method
     with pytest.raises(ValueError, match="labels"):
-        E.training_step_seconds(model, x, None, method="ce")
+        timing.training_step_seconds(model, x, None, method="ce")
 
 
 def test_directions():
@@ -331,29 +334,29 @@ def test_step_time_rounds_times_every_model_once_per_round():
         m = _cnn()
         m.zoo_meta = {"config": {"method": method, "loss": {}}}
         models[name] = m
-    t = E.step_time_rounds(models, x, y, 3)
+    t = timing.step_time_rounds(models, x, y, 3)
     assert set(t) == {"ce", "l2"}
     assert all(v.shape == (3,) and (v > 0).all() and (v < 60).all() for v in t.values())
     with pytest.raises(ValueError, match="rounds"):
-        E.step_time_rounds(models, x, y, 0)
+        timing.step_time_rounds(models, x, y, 0)
     with pytest.raises(ValueError, match="models"):
-        E.step_time_rounds({}, x, y, 2)
+        timing.step_time_rounds({}, x, y, 2)
 
 
 def test_faster_per_step_needs_enough_rounds_and_reaches_each_outcome():
-    n = E.MIN_TIMING_ROUNDS
+    n = timing.MIN_TIMING_ROUNDS
     slow, fast = np.linspace(2.0, 2.1, n), np.linspace(1.0, 1.1, n)
-    assert E.faster_per_step({"a": slow, "b": fast}, "a", "b").verdict == "holds"
-    assert E.faster_per_step({"a": fast, "b": slow}, "a", "b").verdict == "does not hold"
+    assert timing.faster_per_step({"a": slow, "b": fast}, "a", "b").verdict == "holds"
+    assert timing.faster_per_step({"a": fast, "b": slow}, "a", "b").verdict == "does not hold"
     noisy = np.array([1.0, 2.0, 1.0, 2.0, 1.5][:n] + [1.5] * max(0, n - 5))
-    assert E.faster_per_step({"a": noisy, "b": noisy[::-1]}, "a", "b").verdict == "inconclusive"
-    assert E.faster_per_step({"a": slow[:n - 1], "b": fast[:n - 1]}, "a", "b") is None   # too few rounds
-    assert E.faster_per_step({"a": slow[:2], "b": fast[:2]}, "a", "b", min_rounds=2).verdict == "holds"
+    assert timing.faster_per_step({"a": noisy, "b": noisy[::-1]}, "a", "b").verdict == "inconclusive"
+    assert timing.faster_per_step({"a": slow[:n - 1], "b": fast[:n - 1]}, "a", "b") is None   # too few rounds
+    assert timing.faster_per_step({"a": slow[:2], "b": fast[:2]}, "a", "b", min_rounds=2).verdict == "holds"
     assert "a − b seconds per training step, paired by round" in \
-        E.faster_per_step({"a": slow, "b": fast}, "a", "b").rule
+        timing.faster_per_step({"a": slow, "b": fast}, "a", "b").rule
     with pytest.raises(ValueError, match="no step times"):
-        E.faster_per_step({"a": slow}, "a", "b")
+        timing.faster_per_step({"a": slow}, "a", "b")
     with pytest.raises(ValueError, match="paired"):
-        E.faster_per_step({"a": slow, "b": fast[:-1]}, "a", "b")
+        timing.faster_per_step({"a": slow, "b": fast[:-1]}, "a", "b")
     with pytest.raises(ValueError, match="min_rounds"):
-        E.faster_per_step({"a": slow, "b": fast}, "a", "b", min_rounds=1)
+        timing.faster_per_step({"a": slow, "b": fast}, "a", "b", min_rounds=1)

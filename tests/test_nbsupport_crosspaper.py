@@ -11,10 +11,11 @@ import pytest
 import torch
 from scipy import stats
 
-from robattr import evaluate as E
+from robattr import attack_protocol as P
 from robattr.attacks import topk_attack
 from robattr.attributions import grad
 from robattr.bounds import ball_smoothing_max_eps, ball_smoothing_stats
+from robattr.chapters import crosspaper as E
 from robattr.metrics import auc_over_eps, rps
 from tests.test_crosspaper_evaluate import _batch, _cnn
 
@@ -53,7 +54,7 @@ def test_evaluate_all_refuses_unknown_papers_and_arguments():
 
 # --------------------------------------------------------------------------- headline_per_image
 def _old_notebook_per_image(paper, m, X, Y, kw):
-    """crosspaper/matrix's headline_per_image before it moved into robattr.evaluate."""
+    """crosspaper/matrix's headline_per_image before it moved into the package."""
     seed = kw["seed"]
     if paper == "joo2023":
         v = rps(m, grad, X, Y, eps=kw.get("rps_eps", 16 / 255), n_samples=kw["rps_samples"],
@@ -67,13 +68,13 @@ def _old_notebook_per_image(paper, m, X, Y, kw):
         h = st["h"].flatten(1).norm(dim=1).double().cpu().numpy()
         v = ball_smoothing_max_eps(np.clip(h, 1e-12, 1.0), 1.0, X[0].numel(), r, T, corrected=True)
     else:
-        name, opts = E.METHODS_000["SM"]
-        clean = E.attribution_map_000(name, opts, m, X, Y, seed)
+        name, opts = P.METHODS_000["SM"]
+        clean = P.attribution_map_000(name, opts, m, X, Y, seed)
         kin = []
         for eps in kw["eps_list"]:
             res = topk_attack(m, X, Y, k=kw["k"], eps=eps, criterion="mass", method=name,
                               method_options=dict(opts), steps=kw["steps"], seed=seed)
-            kin.append(E.metrics_000(clean, E.attribution_map_000(name, opts, m, res.x_adv, Y, seed),
+            kin.append(P.metrics_000(clean, P.attribution_map_000(name, opts, m, res.x_adv, Y, seed),
                                      kw["k"])["k-in"])
         v = auc_over_eps(torch.stack(kin, -1).double())
     return np.asarray(v.detach().cpu() if torch.is_tensor(v) else v, dtype=float).reshape(-1)
@@ -128,7 +129,7 @@ def _matrix(values, rows=("CE", "SSR", "AT-l2", "l2")):
 
 
 def _old_notebook_own(matrix, own, head):
-    """crosspaper/matrix's own-defense table before it moved into robattr.evaluate."""
+    """crosspaper/matrix's own-defense table before it moved into the package."""
     rows = []
     for paper, (defs, col) in own.items():
         defs = [d for d in defs if d in matrix.index]

@@ -1,13 +1,14 @@
-"""The helpers the lim2021 and wang2020 notebooks share (robattr.lim2021, robattr.wang2020,
-robattr.verdicts.print_cells)."""
+"""The helpers the lim2021 and wang2020 notebooks share (robattr.chapters.lim2021,
+robattr.chapters.wang2020, robattr.verdicts.print_cells)."""
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 from torch import nn
 
-from robattr import lim2021, verdicts, wang2020
-from robattr.evaluate import METRICS_000
+from robattr import verdicts
+from robattr.attack_protocol import METRICS_000
+from robattr.chapters import lim2021, wang2020
 
 
 def small_cnn(seed=0):

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from robattr import papers, wang2020
+from robattr import papers
 from robattr.book.notebooks import discover
 from robattr.book.profiles import load_profile, resolve
+from robattr.chapters import wang2020
 
 ROOT = Path(__file__).resolve().parents[1]
 YML = ROOT / "robattr" / "book" / "profiles" / "chapters" / "wang2020.yml"

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from PIL import Image
 from torch import nn
 
-from robattr import wang2020
 from robattr.bounds import gauss_newton_top_eigenvalue
+from robattr.chapters import wang2020
+from robattr.chapters.wang2020 import setup as wang2020_setup
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -119,7 +120,7 @@ def test_keras_ug_is_the_softmax_gradient_times_the_last_noisy_copy():
     x = torch.rand(2, 1, 4, 4, dtype=torch.float64)
     target = torch.tensor([0, 3])
     got = wang2020.uniform_grad_keras(net, x, target, radius=0.1, n_samples=3, seed=7)
-    noise = wang2020._cube_noise(x, 0.1, 3, 7)
+    noise = wang2020_setup._cube_noise(x, 0.1, 3, 7)
     assert float(noise.abs().max()) <= 0.1
     grads = []
     for eta in noise:

@@ -1,5 +1,6 @@
-"""000 (Wang et al. 2020): robattr.evaluate's helpers of Tables 2-6 -- attack_eval_000 (the
-transfer form of Table 6), auc_000 (the AUC over eps) and more_robust_000 (cell counts)."""
+"""000 (Wang et al. 2020): the helpers of Tables 2-6 -- robattr.attack_protocol's attack_eval_000
+(the transfer form of Table 6) and auc_000 (the AUC over eps), and the wang2020 chapter's
+more_robust_000 (cell counts)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +10,9 @@ import torch
 from hypothesis import given, settings, strategies as st
 from torch import nn
 
-from robattr.evaluate import (METHODS_000, METRICS_000, ROBUST_DIRECTION_000, attack_eval_000,
-                              auc_000, more_robust_000)
+from robattr.attack_protocol import (METHODS_000, METRICS_000, ROBUST_DIRECTION_000,
+                                     attack_eval_000, auc_000)
+from robattr.chapters.wang2020 import more_robust_000
 
 FAST = settings(max_examples=40, deadline=None)
 CELLS = [(a, m, mt) for a in ("TopK", "Manipulate") for m in ("SM", "IG", "SG", "UG")
@@ -170,7 +172,7 @@ def test_per_image_rows_average_to_the_table_and_random_noise_sits_on_the_vertic
     assert len(merged) == len(mean) and np.allclose(merged.value, merged.value_img, atol=1e-6)
     # the random rows: SM of x plus ±eps noise, recomputed here independently
     from robattr.attacks import random_perturbation
-    from robattr.evaluate import attribution_map_000, metrics_000
+    from robattr.attack_protocol import attribution_map_000, metrics_000
 
     eps = 8 / 255
     xr = random_perturbation(x, eps=eps, norm="linf", linf="vertices", seed=0)

@@ -1,4 +1,4 @@
-"""robattr.wang2020.interleaved_step_seconds: Table 3's cost, timed fresh on the same batches."""
+"""robattr.chapters.wang2020.interleaved_step_seconds: Table 3's cost, timed fresh on the same batches."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from robattr.chapters.wang2020 import interleaved_step_seconds
 from robattr.train import Loss
-from robattr.wang2020 import interleaved_step_seconds
 
 
 class Recording(Loss):
