@@ -6,6 +6,7 @@ every test session; the others are marked slow.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from pathlib import Path
@@ -14,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robattr import data, zoo
-from robattr.book import builder, cli, notebooks, plan, profiles
+from robattr import chapters, cost, data, zoo
+from robattr.book import builder, calibration, cli, notebooks, plan, plan_check, profiles
 from robattr.book.params import ParameterError
 from robattr.catalog import LOSS_NAMES
 
@@ -25,7 +26,12 @@ KEYS = [nb.key for nb in notebooks.discover(ROOT)]
 
 # ------------------------------------------------------------------ declarations
 def test_every_notebook_has_a_declaration_and_nothing_else():
-    assert set(plan.DECLARATIONS) == set(KEYS)
+    assert set(chapters.declarations()) == set(KEYS)
+    assert plan.DECLARATIONS == chapters.declarations()          # the former name
+    for key in KEYS:                                   # each in its chapter's plan module
+        chapter, _, name = key.partition("/")
+        module = importlib.import_module(f"robattr.chapters.{chapter}.plan")
+        assert module.DECLARATIONS[name] is chapters.declaration(key)
 
 
 @pytest.mark.parametrize("profile", profiles.PROFILES)
@@ -36,7 +42,7 @@ def test_declarations_evaluate_in_every_profile(profile):
         cfgs = plan.declared_models(nb.key, params)
         assert len({plan._zoo_key(c) for c in cfgs}) == len(cfgs), nb.key    # each once
         for w in plan.declared_work(nb.key, params):
-            assert w.kind in plan._PASSES + ("step", "numpy", "eigh", "matmul"), (nb.key, w)
+            assert w.kind in calibration._PASSES + ("step", "numpy", "eigh", "matmul"), (nb.key, w)
             assert math.isfinite(w.calls) and w.calls >= 0 and w.rows >= 0, (nb.key, w)
         for name in plan.declared_data(nb.key, params):
             assert isinstance(name, str)
@@ -78,54 +84,54 @@ def test_the_plans_zoo_key_is_the_zoos(method, epochs, lr, seed, activation):
 
 
 def test_the_train_sizes_are_the_loaders():
-    assert len(data.load("digits", "train")) == plan.TRAIN_SIZES["digits"]
+    assert len(data.load("digits", "train")) == cost.TRAIN_SIZES["digits"]
 
 
 # ------------------------------------------------------------------ the cost model
-FAM = plan.family("digits", "cnn")
+FAM = cost.family("digits", "cnn")
 
 
 def test_families_name_shape_classes_and_precision():
     assert FAM == "cnn:1x8x8:10"
-    assert plan.family("cifar10", "resnet20", float64=True) == "resnet20:3x32x32:10:float64"
-    big = plan.family(shape=(3, 224, 224), arch="resnet18", classes=1000)
+    assert cost.family("cifar10", "resnet20", float64=True) == "resnet20:3x32x32:10:float64"
+    big = cost.family(shape=(3, 224, 224), arch="resnet18", classes=1000)
     assert big == "resnet18:3x224x224:1000"
 
 
 @given(images=st.integers(1, 500), per=st.integers(1, 300), repeat=st.integers(1, 50))
 def test_passes_count_rows_and_chunked_calls(images, per, repeat):
-    w = plan.grads(FAM, images, per, repeat)
+    w = cost.grads(FAM, images, per, repeat)
     assert w.rows == images * per * repeat
-    assert w.calls == repeat * math.ceil(images * per / plan.CHUNK)
+    assert w.calls == repeat * math.ceil(images * per / cost.CHUNK)
 
 
 def test_attribution_costs_follow_their_sample_counts():
-    assert plan.attr(FAM, 4, "integrated_gradients", steps=50)[0].rows == 200
-    assert plan.attr(FAM, 4, "smoothgrad", n_samples=10)[0].rows == 40
-    relex = plan.attr(FAM, 4, "relex", epochs=20, n_noisy=8)[0]
+    assert cost.attr(FAM, 4, "integrated_gradients", steps=50)[0].rows == 200
+    assert cost.attr(FAM, 4, "smoothgrad", n_samples=10)[0].rows == 40
+    relex = cost.attr(FAM, 4, "relex", epochs=20, n_noisy=8)[0]
     assert relex.rows == 20 * 4 * 2 * 8 and relex.calls == 20           # two rows per copy
-    assert plan.attr(FAM, 4, "relex", epochs=20, batch=False)[0].rows == 20 * 4 * 2
+    assert cost.attr(FAM, 4, "relex", epochs=20, batch=False)[0].rows == 20 * 4 * 2
     with pytest.raises(ValueError, match="no cost declared"):
-        plan.attr(FAM, 4, "nonsense")
+        cost.attr(FAM, 4, "nonsense")
 
 
-def calibration(**kw):
-    cal = plan.Calibration("cpu", "test device", notebook=2.0, figure=0.5, numpy=1e-8, eigh=1e-9,
-                           matmul=1e-10)
-    for kind in plan._PASSES:
+def fake_calibration(**kw):
+    cal = calibration.Calibration("cpu", "test device", notebook=2.0, figure=0.5, numpy=1e-8,
+                                  eigh=1e-9, matmul=1e-10)
+    for kind in calibration._PASSES:
         cal.passes[f"{kind}|{FAM}"] = (1e-3, 1e-5)
     cal.__dict__.update(kw)
     return cal
 
 
 def test_the_cost_of_a_pass_is_linear_in_calls_and_rows():
-    cal = calibration()
-    assert cal.cost(plan.Work("grad", FAM, 10, 1000)) == pytest.approx(10 * 1e-3 + 1000 * 1e-5)
-    assert cal.cost(plan.numpy_draws(1e6)) == pytest.approx(1e-2)
-    assert cal.cost(plan.eigh(100, 3)) == pytest.approx(3 * 1e6 * 1e-9)
-    assert cal.cost(plan.matmul(4, 10, 20, 30)) == pytest.approx(4 * 6000 * 1e-10)
+    cal = fake_calibration()
+    assert cal.cost(cost.Work("grad", FAM, 10, 1000)) == pytest.approx(10 * 1e-3 + 1000 * 1e-5)
+    assert cal.cost(cost.numpy_draws(1e6)) == pytest.approx(1e-2)
+    assert cal.cost(cost.eigh(100, 3)) == pytest.approx(3 * 1e6 * 1e-9)
+    assert cal.cost(cost.matmul(4, 10, 20, 30)) == pytest.approx(4 * 6000 * 1e-10)
     with pytest.raises(KeyError):
-        cal.cost(plan.Work("grad", "mlp:1x1x2:2", 1, 1))        # not calibrated
+        cal.cost(cost.Work("grad", "mlp:1x1x2:2", 1, 1))        # not calibrated
 
 
 @given(d=st.sampled_from([64, 784, 3072]), n=st.integers(1, 64))
@@ -134,8 +140,8 @@ def test_the_linf_bound_declares_its_cubic_product(d, n):
     of d x d matrices, d**3 multiply-adds each, besides the d vjps of the dense Jacobian.
     At d = 784 (MNIST) with 64 images that product took 1.5 s of a 2.2 s call, undeclared."""
     shape = {64: "digits", 784: "mnist", 3072: "cifar10"}[d]
-    linf = plan._bounds_001(FAM, shape, n, 1, "linf", 10, 10)
-    l2 = plan._bounds_001(FAM, shape, n, 1, "l2", 10, 10)
+    linf = cost.bounds_001(FAM, shape, n, 1, "linf", 10, 10)
+    l2 = cost.bounds_001(FAM, shape, n, 1, "l2", 10, 10)
     mm = [w for w in linf if w.kind == "matmul"]
     assert len(mm) == 1 and mm[0].calls == n and mm[0].rows == n * d ** 3
     assert not [w for w in l2 if w.kind == "matmul"]
@@ -144,8 +150,8 @@ def test_the_linf_bound_declares_its_cubic_product(d, n):
 
 
 def test_an_attack_with_a_surrogate_also_scores_its_iterates():
-    plain = plan.attack(FAM, 8, 10, 4)
-    both = plan.attack(FAM, 8, 10, 4, surrogate=True)
+    plain = cost.attack(FAM, 8, 10, 4)
+    both = cost.attack(FAM, 8, 10, 4, surrogate=True)
     assert [w.kind for w in plain] == ["astep"] and plain[0].rows == 10 * 8 * 4
     assert [w.kind for w in both] == ["astep", "grad"]
 
@@ -154,13 +160,13 @@ def test_an_attack_with_a_surrogate_also_scores_its_iterates():
 def test_calibration_is_measured_once_per_device(tmp_path, monkeypatch):
     monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
     measured = []
-    monkeypatch.setattr(plan, "_measure_pass",
+    monkeypatch.setattr(calibration, "_measure_pass",
                         lambda k, f, d: measured.append((k, f)) or (1e-3, 1e-5))
-    monkeypatch.setattr(plan, "_measure_numpy", lambda: 1e-8)
-    works = [plan.grads(FAM, 4), plan.fwd(FAM, 4), plan.numpy_draws(10)]
-    cal = plan.calibrate(works, "cpu", notebook=False)
+    monkeypatch.setattr(calibration, "_measure_numpy", lambda: 1e-8)
+    works = [cost.grads(FAM, 4), cost.fwd(FAM, 4), cost.numpy_draws(10)]
+    cal = calibration.calibrate(works, "cpu", notebook=False)
     assert sorted(measured) == [("fwd", FAM), ("grad", FAM)] and cal.numpy == 1e-8
-    again = plan.calibrate(works, "cpu", notebook=False)
+    again = calibration.calibrate(works, "cpu", notebook=False)
     assert len(measured) == 2 and again.passes == cal.passes          # read from the cache
     files = list((tmp_path / "plan").glob("calibration-cpu-*.json"))
     assert len(files) == 1 and "torch" in files[0].name
@@ -170,12 +176,13 @@ def test_calibration_files_carry_the_calibration_version(tmp_path, monkeypatch):
     """A calibration measured the old way (all threads only, on a loaded machine: costs 10
     to 1000 times too high) is not read again: the version is in the file name."""
     monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
-    slug, _ = plan._device_slug(plan_device())
+    slug, _ = calibration._device_slug(plan_device())
     old = tmp_path / "plan" / f"calibration-{slug}.json"
     old.parent.mkdir(parents=True)
     old.write_text(json.dumps({"device": "cpu", "description": "old", "numpy": 1.0}))
-    assert plan._load_calibration(plan_device()).numpy is None
-    assert plan._calibration_path(slug).name.endswith(f"-v{plan.CALIBRATION_VERSION}.json")
+    assert calibration._load_calibration(plan_device()).numpy is None
+    version = calibration.CALIBRATION_VERSION
+    assert calibration._calibration_path(slug).name.endswith(f"-v{version}.json")
 
 
 @pytest.fixture
@@ -201,12 +208,12 @@ def test_a_cpu_calibration_is_the_faster_of_one_thread_and_all(monkeypatch, two_
         n = torch.get_num_threads()
         seen.append(n)
         return 0.001 if n == 1 else 0.5             # the all-threads run is the slow one
-    monkeypatch.setattr(plan, "_timed", timed)
-    t0, t1 = plan._measure_pass("grad", "mlp:1x1x4:2", plan_device())
+    monkeypatch.setattr(calibration, "_timed", timed)
+    t0, t1 = calibration._measure_pass("grad", "mlp:1x1x4:2", plan_device())
     assert t0 + 64 * t1 < 0.01 and set(seen) == {1, 2}
-    sig = plan._step_signature(zoo.config("digits", "mlp", "ce", batch_size=16))
-    assert plan._measure_step(sig, plan_device()) < 0.01
-    assert plan._measure_eigh() < 0.01 / 384 ** 3 and plan._measure_matmul() < 1e-9
+    sig = cost.step_signature(zoo.config("digits", "mlp", "ce", batch_size=16))
+    assert calibration._measure_step(sig, plan_device()) < 0.01
+    assert calibration._measure_eigh() < 0.01 / 384 ** 3 and calibration._measure_matmul() < 1e-9
     assert torch.get_num_threads() == 2                          # restored
 
 
@@ -219,21 +226,21 @@ def test_timed_takes_the_minimum_and_stops_when_it_cannot_win(monkeypatch):
         def fn():
             clock[0] += next(it)
         return fn
-    monkeypatch.setattr(plan.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(calibration.time, "perf_counter", lambda: clock[0])
     # warm-up (9 s, not counted), then at least 3 runs, more within the budget, at most 5
-    assert plan._timed(runs(9, 5, 1, 3, 2, 4), lambda: None, budget=100.0, most=5) == 1.0
-    assert plan._timed(runs(9, 5, 1, 3, 2, 4), lambda: None, budget=8.0, most=5) == 1.0
+    assert calibration._timed(runs(9, 5, 1, 3, 2, 4), lambda: None, budget=100.0, most=5) == 1.0
+    assert calibration._timed(runs(9, 5, 1, 3, 2, 4), lambda: None, budget=8.0, most=5) == 1.0
     # another thread count already did it in 0.5 s: a first run of 3 s cannot win
-    assert plan._timed(runs(9, 3), lambda: None, budget=100.0, beat=0.5) == 3.0
-    assert plan._timed(runs(9, 0.8, 0.6, 0.7, 9, 9), lambda: None, budget=2.0,
+    assert calibration._timed(runs(9, 3), lambda: None, budget=100.0, beat=0.5) == 3.0
+    assert calibration._timed(runs(9, 0.8, 0.6, 0.7, 9, 9), lambda: None, budget=2.0,
                        beat=0.5) == pytest.approx(0.6)
 
 
 def test_a_real_measurement_is_positive_and_grows_with_the_batch(monkeypatch, tmp_path):
-    t0, t1 = plan._measure_pass("grad", "mlp:1x1x4:2", plan_device())
+    t0, t1 = calibration._measure_pass("grad", "mlp:1x1x4:2", plan_device())
     assert t0 > 0 and t1 >= 0
-    sig = plan._step_signature(zoo.config("digits", "mlp", "ce", batch_size=16))
-    assert plan._measure_step(sig, plan_device()) > 0
+    sig = cost.step_signature(zoo.config("digits", "mlp", "ce", batch_size=16))
+    assert calibration._measure_step(sig, plan_device()) > 0
 
 
 def plan_device():
@@ -251,15 +258,16 @@ def fake_costs(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
 
     def fake(works, device="auto", **kw):
-        cal = calibration()
+        cal = fake_calibration()
         for w in works:
-            if w.kind in plan._PASSES:
+            if w.kind in calibration._PASSES:
                 cal.passes.setdefault(f"{w.kind}|{w.family}", (1e-3, 1e-5))
             elif w.kind == "step":
                 cal.steps[w.family] = 0.01
         return cal
 
     monkeypatch.setattr(plan, "calibrate", fake)
+    monkeypatch.setattr(plan_check, "calibrate", fake)
     return tmp_path
 
 
@@ -286,7 +294,7 @@ def test_plan_splits_models_into_cached_train_and_shared(fake_costs):
     assert [m.status for m in second.models] == ["shared"] and second.train_seconds == 0
     assert by["example/attribution_methods"].models[0].status == "shared"
     cfg = first.models[0].config
-    steps = cfg["epochs"] * math.ceil(plan.TRAIN_SIZES["digits"] / cfg["batch_size"])
+    steps = cfg["epochs"] * math.ceil(cost.TRAIN_SIZES["digits"] / cfg["batch_size"])
     assert first.models[0].steps == steps
     assert first.models[0].seconds == pytest.approx(steps * 0.01 + 1e-3 * 2 + 360 * 1e-5)
     cache_model(cfg)
@@ -369,11 +377,12 @@ def test_check_run_replays_the_trainings_of_that_run(fake_costs):
     nbformat.write(run, fake_costs / "run.ipynb")
     log = zoo.zoo_dir() / "trainings.jsonl"
     log.write_text(json.dumps({"key": key, "created": "2026-01-01T10:00:10+00:00"}) + "\n")
-    r = plan.check_run(ROOT, "example/digits_saliency", fake_costs / "run.ipynb")
+    r = plan_check.check_run(ROOT, "example/digits_saliency", fake_costs / "run.ipynb")
     assert r["trained"] == 1 and r["actual"] == 30.0
     assert r["ratio"] == pytest.approx(r["estimate"] / 30)
     log.write_text(json.dumps({"key": key, "created": "2026-01-01T11:00:00+00:00"}) + "\n")
-    assert plan.check_run(ROOT, "example/digits_saliency", fake_costs / "run.ipynb")["trained"] == 0
+    again = plan_check.check_run(ROOT, "example/digits_saliency", fake_costs / "run.ipynb")
+    assert again["trained"] == 0
 
 
 def test_check_training_compares_this_devices_models_with_their_records(fake_costs):
@@ -388,31 +397,31 @@ def test_check_training_compares_this_devices_models_with_their_records(fake_cos
         jpath = zoo.paths(plan._zoo_key(c))[1]
         meta = json.loads(jpath.read_text())
         jpath.write_text(json.dumps({**meta, "device": "cpu", "device_name": name}))
-    rows = plan.check_training("cpu")
+    rows = plan_check.check_training("cpu")
     assert [r["key"] for r in rows] == [plan._zoo_key(cfg)]        # the other machine's is left out
-    steps = math.ceil(plan.TRAIN_SIZES["digits"] / cfg["batch_size"])
+    steps = math.ceil(cost.TRAIN_SIZES["digits"] / cfg["batch_size"])
     assert rows[0]["estimate"] == pytest.approx(steps * 0.01)
     assert rows[0]["recorded"] == pytest.approx(0.3)
     assert rows[0]["ratio"] == pytest.approx(rows[0]["estimate"] / 0.3)
-    text = plan.format_training_check(rows, full=True)
+    text = plan_check.format_training_check(rows, full=True)
     assert "1 zoo model(s)" in text and "digits cnn ce, 3 epochs" in text
-    assert "no model" in plan.format_training_check([])
+    assert "no model" in plan_check.format_training_check([])
 
 
 def test_format_check_marks_runs_made_with_other_parameters():
     rows = [{"key": "a/b", "estimate": 10.0, "actual": 10.0, "ratio": 1.0, "trained": 0,
              "params_changed": True}]
-    text = plan.format_check(rows, "quick")
+    text = plan_check.format_check(rows, "quick")
     assert "a/b*" in text and "changed since that run" in text
 
 
 def test_format_check_flags_ratios_outside_a_factor_of_three():
     rows = [{"key": "a/b", "estimate": 10.0, "actual": 40.0, "ratio": 0.25, "trained": 0},
             {"key": "a/c", "estimate": 10.0, "actual": 10.0, "ratio": 1.0, "trained": 1}]
-    text = plan.format_check(rows, "quick")
+    text = plan_check.format_check(rows, "quick")
     assert "a/b" in text and text.count("outside [1/3, 3]") == 1
     assert "1 of 2 within a factor of 3" in text
-    assert "no notebook" in plan.format_check([], "quick")
+    assert "no notebook" in plan_check.format_check([], "quick")
 
 
 # ------------------------------------------------------------------ dataset presence

@@ -236,19 +236,19 @@ def _sweep(root: Path, args) -> int:
 def _plan(root: Path, args) -> int:
     import json
 
-    from robattr.book import plan
+    from robattr.book import plan, plan_check
 
     def log(msg):
         print(msg, file=sys.stderr)
 
     if args.check:
-        rows = plan.check_against_stamps(root, args.profile, args.only, log=log)
-        train = plan.check_training(log=log)
+        rows = plan_check.check_against_stamps(root, args.profile, args.only, log=log)
+        train = plan_check.check_training(log=log)
         if args.json:
             print(json.dumps({"notebooks": rows, "training": train}, indent=1))
         else:
-            print(plan.format_check(rows, args.profile))
-            print(plan.format_training_check(train, args.models))
+            print(plan_check.format_check(rows, args.profile))
+            print(plan_check.format_training_check(train, args.models))
         return 0
     p = plan.plan(root, args.profile, args.only, log=log)
     print(json.dumps(p.to_dict(), indent=1) if args.json else plan.format_table(p, args.models))

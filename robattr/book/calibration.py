@@ -1,0 +1,391 @@
+"""What the work of a notebook costs on this machine: the calibration of ``robattr plan``.
+
+Each :class:`robattr.cost.Work` item is priced by a linear model per call,
+``t0 + rows * t1``, whose two constants :func:`calibrate` measures per model shape and
+kind of pass (forward, gradient, gradient of a gradient, Hessian-vector product, attack
+step) on random inputs, taking the fastest of several runs and, on a CPU, the faster of
+one thread and torch's thread count: the estimate is for an unloaded machine. (On a
+loaded CPU, torch's threads wait for busy cores and small passes run tens to hundreds of
+times slower than with one thread: a calibration at the full thread count would measure
+the load, and a notebook run that way is slowed as much, which no estimate foresees;
+``OMP_NUM_THREADS=1`` avoids it on a shared machine.) Training steps, numpy draws, dense
+eigenproblems and products, and the fixed cost of a notebook and of a figure are measured
+too. Calibrations are cached in ``<cache>/plan/`` by device name, torch version, on a CPU
+thread count, and :data:`CALIBRATION_VERSION`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from robattr.catalog import NUM_CLASSES, SHAPES
+from robattr.cost import Work, dataset_shape
+
+__all__ = ["Calibration", "CALIBRATION_VERSION", "calibrate"]
+
+
+def _device_slug(device) -> tuple[str, str]:
+    """(a file-name-safe key, a description) of a torch device on this machine."""
+    import torch
+
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = f"{platform.processor() or platform.machine()} {torch.get_num_threads()} threads"
+    desc = f"{device.type} ({name}), torch {torch.__version__}"
+    slug = "".join(c if c.isalnum() or c in "-." else "_" for c in
+                   f"{device.type}-{name}-torch{torch.__version__}")
+    return slug, desc
+
+
+@dataclass
+class Calibration:
+    """Measured costs on one device: ``passes[kind|family] = (t0, t1)`` (seconds per call
+    and per row), ``steps[signature]`` (seconds per training step), ``numpy`` (seconds per
+    draw), ``eigh`` (seconds per size**3), ``matmul`` (seconds per float64 multiply-add of
+    a dense product), ``notebook`` (kernel start and imports) and ``figure`` (one figure
+    drawn and shown), seconds."""
+
+    device: str
+    description: str
+    passes: dict = field(default_factory=dict)
+    steps: dict = field(default_factory=dict)
+    numpy: float | None = None
+    eigh: float | None = None
+    matmul: float | None = None
+    notebook: float | None = None
+    figure: float | None = None
+
+    def cost(self, w: Work) -> float:
+        if w.kind == "step":
+            return w.calls * self.steps[w.family]
+        if w.kind == "numpy":
+            return w.rows * self.numpy
+        if w.kind == "eigh":
+            return w.calls * w.rows ** 3 * self.eigh
+        if w.kind == "matmul":
+            return w.rows * self.matmul
+        t0, t1 = self.passes[f"{w.kind}|{w.family}"]
+        return w.calls * t0 + w.rows * t1
+
+
+#: The way :func:`calibrate` measures; a calibration cached by another version is measured
+#: again (2: the faster of one thread and all threads, more repetitions).
+CALIBRATION_VERSION = 2
+
+
+def _calibration_path(slug: str) -> Path:
+    from robattr.utils import cache_dir
+
+    return Path(cache_dir()) / "plan" / f"calibration-{slug}-v{CALIBRATION_VERSION}.json"
+
+
+def _load_calibration(device) -> Calibration:
+    slug, desc = _device_slug(device)
+    path = _calibration_path(slug)
+    try:
+        data = json.loads(path.read_text())
+        return Calibration(**{**data, "device": str(device), "description": desc})
+    except (FileNotFoundError, ValueError, TypeError):
+        return Calibration(str(device), desc)
+
+
+def _save_calibration(cal: Calibration, device) -> None:
+    slug, _ = _device_slug(device)
+    path = _calibration_path(slug)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(cal), indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _timed(fn, sync, budget: float = 0.5, least: int = 3, most: int = 25,
+           beat: float | None = None) -> float:
+    """The fastest of the timed runs of ``fn()`` after one warm-up (at least ``least``
+    runs, more while the total stays under ``budget`` seconds, at most ``most``): on a
+    shared machine the other processes only ever add time, so the minimum is the cost of
+    the work. ``beat``: a time already measured another way (another thread count); when
+    the first timed run is more than twice as slow, measuring on cannot beat it and stops."""
+    fn()
+    sync()
+    times = []
+    while len(times) < least or (sum(times) < budget and len(times) < most):
+        t = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t)
+        if beat is not None and times[0] > 2 * beat:
+            break
+    return min(times)
+
+
+@contextlib.contextmanager
+def _threads(n: int):
+    """torch's intra-op thread count set to ``n`` inside the block."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _fastest(fn, device, **kw) -> float:
+    """:func:`_timed` of ``fn`` on ``device``; on a CPU the faster of one thread and of
+    torch's thread count (the one a notebook uses). On an idle machine more threads are
+    never much slower than one; on a loaded one, threads that wait for busy cores make a
+    small pass tens to hundreds of times slower (measured: a gradient of the digits CNN,
+    0.2 ms with one thread, 140 ms with two threads on two busy cores), so a calibration
+    at the full thread count alone measures the load, not the work."""
+    sync = _sync(device)
+    if device.type != "cpu":
+        return _timed(fn, sync, **kw)
+    import torch
+
+    best = None
+    for n in dict.fromkeys((1, torch.get_num_threads())):
+        with _threads(n):
+            t = _timed(fn, sync, beat=best, **kw)
+        best = t if best is None else min(best, t)
+    return best
+
+
+def _sync(device):
+    import torch
+
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def _family_model(fam: str, device):
+    import types
+
+    import torch
+
+    from robattr.models import build
+
+    parts = fam.split(":")
+    arch, shape, classes = parts[0], tuple(int(s) for s in parts[1].split("x")), int(parts[2])
+    info = types.SimpleNamespace(shape=shape, num_classes=classes, mean=(0.5,) * shape[0],
+                                 std=(0.25,) * shape[0])
+    model = build(arch, info, "softplus", 3.0).to(device).eval()
+    dtype = torch.float64 if parts[3:] == ["float64"] else torch.float32
+    return model.to(dtype), shape, dtype
+
+
+_PASSES = ("fwd", "grad", "grad2", "hvp", "astep")
+
+
+def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
+    """(t0, t1) of one pass of ``kind`` on the family's model: timed at 1 row and at a
+    larger batch, ``t(b) = t0 + b * t1``."""
+    import torch
+
+    model, shape, dtype = _family_model(fam, device)
+    big = 64 if math.prod(shape) <= 4096 else (16 if math.prod(shape) <= 65536 else 4)
+
+    def run(b):
+        x = torch.rand((b, *shape), device=device, dtype=dtype)
+        if kind == "fwd":
+            def f():
+                with torch.no_grad():
+                    model(x)
+        elif kind == "astep":        # robattr's top-k attack, 4 steps (its setup shared)
+            from robattr.attacks import topk_attack
+
+            y = torch.zeros(b, dtype=torch.long, device=device)
+
+            def f():
+                topk_attack(model, x, y, k=min(4, shape[-1] * shape[-2]), eps=0.03, steps=4,
+                            criterion="mass")
+            return _fastest(f, device) / 4
+        elif kind == "hvp":
+            xg = x.clone().requires_grad_(True)
+            (g,) = torch.autograd.grad(model(xg)[:, 0].sum(), xg, create_graph=True)
+            v = torch.randn_like(x)
+
+            def f():
+                torch.autograd.grad(g, xg, v, retain_graph=True)
+        else:
+            def f():
+                xg = x.clone().requires_grad_(True)
+                out = model(xg)[:, 0].sum()
+                (g,) = torch.autograd.grad(out, xg, create_graph=kind == "grad2")
+                if kind == "grad2":
+                    torch.autograd.grad(g.pow(2).sum(), xg)
+        return _fastest(f, device)
+
+    t_small, t_big = run(1), run(big)
+    t1 = max(0.0, (t_big - t_small) / (big - 1))
+    return max(t_small - t1, 1e-6), t1
+
+
+def _measure_step(sig: str, device) -> float:
+    """Seconds of one training step (loss, backward, optimizer step) of a signature, on
+    random inputs of the dataset's shape: measured at the batch size on CUDA; on a CPU at
+    up to 8 and up to 32 rows and extended linearly to the batch size."""
+    import torch
+
+    from robattr import data
+    from robattr.models import build
+    from robattr.train import OPTIMIZERS, make_loss
+
+    s = json.loads(sig)
+    shape = dataset_shape(s["dataset"])
+    classes = NUM_CLASSES.get(s["dataset"], 10)
+    info = data.info(s["dataset"]) if s["dataset"] in SHAPES else None
+    if info is None:
+        import types
+        info = types.SimpleNamespace(shape=shape, num_classes=classes, mean=(0.5,) * shape[0],
+                                     std=(0.25,) * shape[0])
+    model = build(s["arch"], info, s["activation"], s["beta"]).to(device).train()
+    loss = make_loss(s["method"], **s["loss"])
+    opt = OPTIMIZERS[s["optimizer"]](model.parameters(), 1e-3, 0.0)
+
+    def run(b):
+        x = torch.rand((b, *shape), device=device)
+        y = torch.randint(0, classes, (b,), device=device)
+
+        def f():
+            opt.zero_grad(set_to_none=True)
+            value, _ = loss(model, x, y)
+            value.backward()
+            opt.step()
+        return _fastest(f, device, least=2, most=3)
+
+    bs = s["batch_size"]
+    if device.type == "cuda" or bs <= 8:
+        return run(bs)
+    lo, hi = min(bs, 8), min(bs, 32)
+    t_lo, t_hi = run(lo), run(hi)
+    if hi == bs:
+        return t_hi
+    return max(t_hi, t_hi + (bs - hi) * (t_hi - t_lo) / (hi - lo))
+
+
+def _measure_numpy() -> float:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+
+    def f():
+        z = rng.standard_normal((100_000, 8))
+        (z / np.linalg.norm(z, axis=1, keepdims=True)).sum(0)
+    return _timed(f, lambda: None) / 800_000
+
+
+def _measure_eigh() -> float:
+    import torch
+
+    a = torch.rand(384, 384, dtype=torch.float64)
+    a = a + a.T
+    return _fastest(lambda: torch.linalg.eigvalsh(a), torch.device("cpu")) / 384 ** 3
+
+
+def _measure_matmul() -> float:
+    import torch
+
+    a = torch.rand(8, 256, 256, dtype=torch.float64)
+    return _fastest(lambda: a @ a, torch.device("cpu")) / (8 * 256 ** 3)
+
+
+_PROBE = '''import time, json, os
+t = time.perf_counter()
+import matplotlib.pyplot as plt
+import numpy as np
+import robattr
+from robattr import viz
+viz.set_theme()
+for i in range(3):
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot(np.arange(100), np.random.default_rng(i).standard_normal(100))
+    plt.show()
+open(os.environ["ROBATTR_PLAN_PROBE"], "w").write(json.dumps((time.perf_counter() - t) / 3))'''
+
+
+def _measure_notebook(device) -> tuple[float, float]:
+    """(seconds of a notebook with no work: kernel start, imports, papermill; seconds of
+    one figure), measured by executing a small notebook as the build does."""
+    import tempfile
+
+    import nbformat
+    import papermill
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out, probe = Path(tmp, "probe.ipynb"), Path(tmp, "out.ipynb"), Path(tmp, "fig.json")
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("import torch\nimport pandas\nimport scipy"),
+                    nbformat.v4.new_code_cell(_PROBE)]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}
+        nbformat.write(nb, src)
+        old = os.environ.get("ROBATTR_PLAN_PROBE")
+        os.environ["ROBATTR_PLAN_PROBE"] = str(probe)
+        runs = []
+        try:
+            for _ in range(2):                 # the faster of two runs, as in _timed
+                t = time.perf_counter()
+                papermill.execute_notebook(str(src), str(out), progress_bar=False, cwd=tmp,
+                                           kernel_name="python3")
+                runs.append((time.perf_counter() - t, json.loads(probe.read_text())))
+        finally:
+            if old is None:
+                os.environ.pop("ROBATTR_PLAN_PROBE", None)
+            else:
+                os.environ["ROBATTR_PLAN_PROBE"] = old
+    total, figure = min(runs)
+    return max(total - 3 * figure, 0.0), figure
+
+
+def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
+              log: Callable[[str], None] | None = None) -> Calibration:
+    """The :class:`Calibration` of ``device`` with every cost ``works`` need, measuring
+    (and caching under ``<cache>/plan/``) those not measured yet on this device and
+    torch version. ``notebook``: also the fixed cost of a notebook and of a figure."""
+    from robattr.utils import get_device
+
+    device = get_device(device)
+    cal = _load_calibration(device)
+    todo_p = sorted({f"{w.kind}|{w.family}" for w in works if w.kind in _PASSES}
+                    - set(cal.passes))
+    todo_s = sorted({w.family for w in works if w.kind == "step"} - set(cal.steps))
+    need_np = cal.numpy is None and any(w.kind == "numpy" for w in works)
+    need_eig = cal.eigh is None and any(w.kind == "eigh" for w in works)
+    need_mm = cal.matmul is None and any(w.kind == "matmul" for w in works)
+    need_nb = notebook and (cal.notebook is None or cal.figure is None)
+    n = len(todo_p) + len(todo_s) + need_np + need_eig + need_mm + need_nb
+    if not n:
+        return cal
+    if log:
+        log(f"robattr plan: calibrating {n} cost(s) on {cal.description} (cached afterwards)")
+    for key in todo_p:
+        kind, fam = key.split("|", 1)
+        cal.passes[key] = list(_measure_pass(kind, fam, device))
+    for i, sig in enumerate(todo_s):
+        if log:
+            s = json.loads(sig)
+            log(f"  training step {i + 1}/{len(todo_s)}: {s['dataset']} {s['arch']} "
+                f"{s['method']}, batch {s['batch_size']}")
+        cal.steps[sig] = _measure_step(sig, device)
+        _save_calibration(cal, device)
+    if need_np:
+        cal.numpy = _measure_numpy()
+    if need_eig:
+        cal.eigh = _measure_eigh()
+    if need_mm:
+        cal.matmul = _measure_matmul()
+    if need_nb:
+        cal.notebook, cal.figure = _measure_notebook(device)
+    _save_calibration(cal, device)
+    return cal
+

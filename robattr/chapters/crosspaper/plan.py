@@ -1,0 +1,57 @@
+"""The cost declaration of the cross-paper matrix, for ``robattr plan``: every row of the
+matrix is a zoo model run through each paper's headline evaluation."""
+from __future__ import annotations
+
+from robattr.cost import (Declaration, attack, attr, bounds_001, curve, family, fwd, grads, pgd,
+                          protocol_000, spec, steps_of)
+
+
+_MATRIX_ROWS = {"CE": ("ce", {}), "AT-linf": ("at", {}), "TRADES": ("trades", {}),
+                "IG-NORM": ("ig_norm", {"batch_size": 16}), "IGR": ("igr", {}), "SSR": ("ssr", {}),
+                "Hessian": ("hessian", {}), "l2": ("l2", {}), "l2+cosd": ("l2_cosd", {})}
+
+
+def _matrix_models(p):
+    out = []
+    for name in p["rows"]:
+        if name == "AT-l2":
+            e = p["at_l2_eps"]
+            method, hp = "at", dict(norm="l2", eps=e, steps=7, step_size=e / 4)
+        else:
+            method, hp = _MATRIX_ROWS[name]
+        out.append(spec(p["dataset"], p["arch"], method, epochs=p["epochs"],
+                        activation="softplus", beta=p["beta"], **hp))
+    return out
+
+
+def _matrix_work(p):
+    d, fam = p["dataset"], family(p["dataset"], p["arch"])
+    n, out = p["n_eval"], []
+    for cfg in _matrix_models(p):
+        out.append(steps_of(cfg, 2 * p["n_cost_repeats"], batch=64, what="cost: timed steps"))
+        m000 = {"SM": 1, "IG": p["n_ig_steps"], "SG": p["n_samples_000"], "UG": p["n_samples_000"]}
+        for name, rows in m000.items():      # attack_auc_000
+            out += protocol_000(fam, n, p["eps_000"], p["n_steps_000"], {name: rows},
+                                what="000")
+            out.append(grads(fam, n, rows, what="000: clean map"))
+        for norm, steps in (("l2", 20), ("linf", p["n_steps_linf_001"])):   # deviation_bounds_001
+            out += bounds_001(fam, d, n, 1, norm, steps, 10)
+        for _ in range(2):                    # certified_eps_002, twice
+            out.append(grads(fam, n, p["n_samples_002"], what="002: smoothed map"))
+            out += attack(fam, n, 10, 8, what="002: attack")
+            out.append(grads(fam, n, 64, 2, what="002: check"))
+        for _ in range(4):                    # interpretation_003, four methods
+            out.append(grads(fam, n, p["n_rps_003"] + 1, what="003: RPS"))
+            out += curve(fam, n, 20, "003: insertion") + curve(fam, n, 20, "003: adv-insertion")
+            out += attack(fam, n, p["n_steps_003"], 1, what="003: targeted attack")
+            out.append(grads(fam, n, 2, what="003: maps"))
+        out += pgd(fam, n, p["n_pgd_004"], "004: pgd")   # retrieval_004 (SimGrad, RelEx)
+        out.append(grads(fam, n, 1, what="004: SimGrad"))
+        out += attr(fam, n, "relex", epochs=p["n_relex_004"], n_noisy=8, what="004: RelEx")
+        out += curve(fam, n, 16, "004: deletion") * 4 + [fwd(fam, n, 2, what="004: retrieval")]
+    return out
+
+
+DECLARATIONS = {
+    "matrix": Declaration(_matrix_models, _matrix_work),
+}

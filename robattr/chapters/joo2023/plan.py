@@ -1,0 +1,105 @@
+"""The cost declarations of the joo2023 chapter's notebooks, for ``robattr plan``."""
+from __future__ import annotations
+
+from robattr.catalog import TEST_SIZES
+from robattr.cost import (Declaration, attack, curve, family, flat, fwd, grads, grads2, hvps,
+                          input_values, no_data, no_models, spec, steps_of)
+
+
+def _joo_specs(p, common):
+    d, a = p["dataset"], p["arch"]
+    return [spec(d, a, "ce", **common), spec(d, a, "hessian", lam=p["hessian_lam"], **common),
+            spec(d, a, "l2", lam=p["lam"], eps=p["train_eps"], **common),
+            spec(d, a, "l2_cosd", lam=p["lam"], lam_cos=p["lam_cos"], eps=p["train_eps"],
+                 **common)]
+
+
+def _joo_train(p):
+    """The training options the joo2023 notebooks pass to every zoo model."""
+    return dict(epochs=p["epochs"], lr=p["lr"], batch_size=p["batch_size"],
+                optimizer=p["optimizer"], weight_decay=p["weight_decay"],
+                milestones=p["milestones"])
+
+
+def _joo_common(p):
+    return dict(activation="softplus", beta=p["beta"], **_joo_train(p))
+
+
+def _table1_models(p):
+    common = _joo_common(p)
+    broken = spec(p["dataset"], p["arch"], "cosd", lam_cos=p["break_lam_cos"], eps=p["train_eps"],
+                  **common)
+    return _joo_specs(p, common) + [broken]
+
+
+def _table1_work(p):
+    fam, n, r = family(p["dataset"], p["arch"]), p["n_eval"], p["rps_samples"]
+    out = []
+    for _ in range(4):                      # models
+        for _ in range(4):                  # Grad, xGrad, GBP, LRP
+            out += [grads(fam, n, r + 1, what="RPS"), grads(fam, n, 2, what="maps")]
+            out += curve(fam, n, 20, "insertion") + curve(fam, n, 20, "adv-insertion")
+            out += attack(fam, n, p["attack_steps"], what="targeted attack")
+        out.append(grads(fam, n, 2 * len(p["rps_eps_list"]) * (r + 1), what="appendix RPS"))
+        extra = [e for e in p["attack_eps_list"] if e != p["attack_eps"]]
+        for _ in p["table4_methods"]:
+            out += flat(attack(fam, n, p["attack_steps"], what="Table 4") for _ in extra)
+            out += flat(curve(fam, n, 20, "Table 4 adv-insertion") for _ in p["attack_eps_list"])
+    out += [grads(fam, n, r + 1, 5, "RPS: guard, broken maps, large noise"),
+            fwd(fam, TEST_SIZES.get(p["dataset"], 0), 2, what="accuracy")]
+    return out + curve(fam, n, 20, "broken maps: insertion") * 2
+
+
+def _table2_models(p):
+    common = _joo_common(p)
+    grid = [spec(p["dataset"], p["arch"], "l2_cosd", lam=lm, lam_cos=lc, eps=p["train_eps"],
+                 **common) for lc in p["grid_lam_cos"] for lm in p["grid_lam"]]
+    return _joo_specs(p, common) + grid
+
+
+def _table2_work(p):
+    fam = family(p["dataset"], p["arch"])
+    out = [steps_of(cfg, 2 * p["timing_rounds"], batch=p["batch_size"], what="timed steps")
+           for cfg in _joo_specs(p, _joo_common(p))]
+    n_grid = len(p["grid_lam_cos"]) * len(p["grid_lam"])
+    return out + [grads(fam, p["n_eval"], p["rps_samples"] + 1, n_grid, "grid RPS")]
+
+
+def _alignment_models(p):
+    return _joo_specs(p, _joo_common(p)) + [spec(p["dataset"], p["arch"], "ce", **_joo_train(p))]
+
+
+def _alignment_work(p):
+    fam = family(p["dataset"], p["arch"], float64=True)
+    small = family(shape=(1, 1, 32), arch="mlp", classes=4, float64=True)   # sample_random_mlp
+    n, k, it, ne = p["n_eval"], len(p["alphas"]), p["power_iters"], len(p["eps_l2"])
+    d = input_values(p["dataset"])
+    frob = d if d <= 1024 else 0                              # bounds.FROBENIUS_MAX_D
+    out = [grads(fam, n, 2, 2 * k * 5, "Lemma 3 / Prop 5"), grads(fam, n, 2, 8, "exp logit"),
+           grads(small, 8, 2, 2 * k * p["n_random"], "random nets: scaling"),
+           grads(small, 16, 1, 4 * p["n_random"], "random nets: homogeneity"),
+           grads(fam, n, 1, 4, "trained: homogeneity"),
+           hvps(small, 4, 1, p["n_random"] * (it + 32), "random nets: Thm 6 power iteration"),
+           grads2(small, 4, 1, p["n_random"] * ne, "random nets: Thm 6"),
+           grads(small, 4, 2, p["n_random"] * ne)]
+    for _ in range(5):                                         # trained models, Thm 6
+        out += [hvps(fam, n, 1, it + frob, "trained: Thm 6 power iteration, Frobenius"),
+                grads2(fam, n, 1, ne, "trained: Thm 6"), grads(fam, n, 2, ne)]
+    return out + [grads(fam, n, 4, what="bound terms")]
+
+
+def _toy_work(p):
+    fam = family(shape=(1, 1, 2), arch="mlp", classes=2)
+    n, e, pairs = p["n_train"], p["epochs"], p["n_pairs"]
+    return [grads(fam, n, 1, 4 * e, "fit (a)-(c), strong MaxEnt"),
+            grads2(fam, n, 2, e, "fit (d): l2 + cosd"),
+            fwd(fam, 32000, 1, 6, "decision grids"),
+            grads(fam, pairs, 4, 6, "alignment of random pairs")]
+
+
+DECLARATIONS = {
+    "table1_robustness": Declaration(_table1_models, _table1_work),
+    "table2_cost": Declaration(_table2_models, _table2_work),
+    "theory_alignment": Declaration(_alignment_models, _alignment_work),
+    "toy_fig1": Declaration(no_models, _toy_work, data=no_data),
+}

@@ -1,0 +1,172 @@
+"""The cost declarations of the wang2020 chapter's notebooks, for ``robattr plan``."""
+from __future__ import annotations
+
+from robattr.catalog import TEST_SIZES
+from robattr.cost import (TRAIN_SIZES, Declaration, eigh, family, flat, fwd, grads, grads2, hvps,
+                          input_values, pgd, protocol_000, spec, steps_of, zoo_config)
+
+
+def _methods_000(p):
+    return {"SM": 1, "IG": p["ig_steps"], "SG": p["n_samples"], "UG": p["n_samples"]}
+
+
+def _table2_runs(p):
+    """The runs of wang2020/table2_attacks: robattr.chapters.wang2020.setup.table2_runs (one
+    per block of ``blocks`` whose data are here, else one on ``dataset``)."""
+    from robattr.chapters.wang2020.setup import table2_runs
+
+    return table2_runs(p["blocks"], dataset=p["dataset"], k=p["k"], imagenet_dir=p["imagenet_dir"],
+                       imagenet_weights=p["imagenet_weights"], echo=None)
+
+
+def _table2_attacks_models(p):
+    return [spec(r["dataset"], p["arch"], "ce", epochs=p["epochs"])
+            for r in _table2_runs(p) if not r.get("weights")]
+
+
+def _table2_attacks_data(p):
+    from robattr.chapters.wang2020.setup import TABLE2_BLOCKS
+
+    names = [TABLE2_BLOCKS[b]["dataset"] or p["imagenet_dir"] or "ImageNet (imagenet_dir)"
+             for b in p["blocks"]]
+    return list(dict.fromkeys(names or [p["dataset"]]))
+
+
+def _table2_attacks_work(p):
+    m = _methods_000(p)
+    out = []
+    for r in _table2_runs(p):
+        if r.get("weights"):
+            fam = family(shape=(3, 224, 224), arch="resnet50", classes=1000)
+            pool = 4 * p["n_eval"]
+        else:
+            fam = family(r["dataset"], p["arch"])
+            pool = TEST_SIZES.get(r["dataset"], 4 * p["n_eval"])
+        out += protocol_000(fam, p["n_eval"], p["eps_255"], p["steps"], m, ("topk", "manipulate"),
+                            surrogate=True, random_baseline=True, eval_rows={"x": 1})
+        out += [grads(fam, p["n_eval"], sum(m.values()), what="no-attack k-in"),
+                grads(fam, p["n_eval"], p["n_samples"], 2, "UG readings"),
+                fwd(fam, pool, what="correctly classified images")]
+    return out
+
+
+def _table3_4_models(p):
+    d, a, e = p["dataset"], p["arch"], p["epochs"]
+    at_eps = p["at_eps_255"] / 255
+    ig_batch = {"batch_size": p["batch_size_ig_norm"]} if "batch_size_ig_norm" in p else {}
+    fixed = [spec(d, a, "ce", epochs=e),
+             spec(d, a, "ssr", epochs=e, ssr_beta=float(p["betas"][0]),
+                  scale=float(p["ssr_scale"])),
+             spec(d, a, "at", epochs=e, norm="l2", eps=at_eps, steps=7, step_size=at_eps / 4),
+             spec(d, a, "ig_norm", epochs=p["epochs_ig_norm"], gamma=float(p["ig_norm_gamma"]),
+                  **ig_batch)]
+    return fixed + [spec(d, a, "ssr", epochs=e, ssr_beta=float(b), scale=float(p["ssr_scale"]))
+                    for b in p["betas"]]
+
+
+def _table3_4_work(p):
+    fam, n = family(p["dataset"], p["arch"]), p["n_eval"]
+    m = _methods_000(p)
+    out = []
+    for _ in range(4):
+        out += protocol_000(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
+                            surrogate=True, random_baseline=True, eval_rows={"x": 1})
+    for _ in p["betas"]:
+        out += protocol_000(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk",),
+                            surrogate=True, random_baseline=True)
+        out.append(fwd(fam, TRAIN_SIZES.get(p["dataset"], 0), what="training-set accuracy"))
+    return out + _table3_timing(p) + [fwd(fam, TEST_SIZES.get(p["dataset"], 0), 4)]
+
+
+def _table3_timing(p):
+    """Table 3's cost cell (``interleaved_step_seconds`` of robattr.chapters.wang2020.setup):
+    a warm-up step and ``timing_rounds`` steps of each of SSR, Madry AT and IG-NORM, all at
+    SSR's batch size."""
+    specs = _table3_4_models(p)[1:4]                  # SSR, Madry AT, IG-NORM
+    batch = zoo_config(specs[0])["batch_size"]
+    return [steps_of(s, p.get("timing_rounds", 0) + 1, batch=batch,
+                     what="Table 3 cost: interleaved steps") for s in specs]
+
+
+def _table5_6_models(p):
+    d, a = p["dataset"], p["arch"]
+    at_eps = p["at_eps_255"] / 255
+    out = [spec(d, a, "ce", epochs=p["epochs"]),
+           spec(d, a, "at", epochs=p["epochs"], norm="linf", eps=at_eps, steps=p["at_steps"],
+                step_size=at_eps / 4),
+           spec(d, a, "ce", epochs=p["fig7_epochs"])]
+    return out + [spec(d, a, "at", epochs=p["fig7_epochs"], norm="l2", eps=e / 255,
+                       steps=p["at_steps"], step_size=e / 255 / 4) for e in p["fig7_eps_255"]]
+
+
+def _table5_6_work(p):
+    fam, n, nt = family(p["dataset"], p["arch"]), p["n_eval"], p["n_transfer"]
+    m = _methods_000(p)
+    proto = dict(surrogate=True, random_baseline=True)
+    out = []
+    for _ in range(2):                                             # Table 5
+        out += protocol_000(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
+                            eval_rows={"x": 1}, **proto)
+        out.append(grads(fam, n, sum(m.values()), what="no-attack k-in"))
+    out += protocol_000(fam, nt, p["eps_255"], p["steps"], {"SM": 1}, ("mass_center",),
+                        eval_rows=m, **proto)                     # Table 6
+    for _ in range(1 + len(p["fig7_eps_255"])):                    # Fig. 7
+        out += protocol_000(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk", "manipulate"),
+                            **proto) + [grads(fam, n, 1)]
+    out += [grads(fam, 1, p["ug_samples"], len(p["ug_radii_255"]), "Fig. 10")]
+    if p["photo_size"]:
+        photo = family(shape=(3, p["photo_size"], p["photo_size"]), arch="cnn", classes=10)
+        out.append(grads(photo, 1, p["ug_samples"], len(p["ug_radii_255"]), "Fig. 10 photo"))
+    out += protocol_000(fam, nt, p["eps_255"], p["steps"], {"UG": p["n_samples"]},
+                        ("mass_center",), eval_rows=m, **proto)
+    return out + [fwd(fam, TEST_SIZES.get(p["dataset"], 0), 6, what="pick")]
+
+
+def _gauss_newton_models(p):
+    return [spec(p["dataset"], p["arch"], "ce", epochs=p["epochs"]),
+            spec(p["dataset"], p["arch"], "ce", activation="softplus", beta=p["beta"], epochs=10)]
+
+
+def _gauss_newton_work(p):
+    fam = family(p["dataset"], p["arch"], float64=True)
+    n, d = p["n_eval"], input_values(p["dataset"])
+    out = [hvps(fam, n, 1, 2 * d, "loss Hessians"), eigh(d, 2 * n, "Gauss-Newton spectra"),
+           grads(fam, n, 1, 2 * 10, "Gauss-Newton Jacobians")]
+    for dim in p["dims"]:
+        tiny = family(shape=(1, 1, dim), arch="mlp", classes=p["n_classes"])
+        out += [grads(tiny, 1, 1, p["n_classes"] * p["repeats"], "B1: Jacobian"),
+                eigh(dim, p["repeats"], "B1: dense spectrum")]
+    relu = family(p["dataset"], p["arch"])
+    return out + flat(pgd(relu, n, p["steps"]) for _ in p["deltas"])
+
+
+def _geometry_models(p):
+    return [spec(p["dataset"], p["arch"], "ce", activation="softplus", beta=p["beta"],
+                 epochs=p["epochs"])]
+
+
+def _geometry_work(p):
+    fam, n = family(p["dataset"], p["arch"]), p["n_eval"]
+    net = family(p["dataset"], "mlp")
+    two_d = family(shape=(1, 1, 2), arch="mlp", classes=1)
+    out = [grads2(fam, n, 1, 3 * p["steps"], "Thm 1: searches"),
+           grads2(net, n, 1, 3 * p["steps"] * p["n_random"], "Thm 1: random nets"),
+           fwd(fam, n, sum(p["stein_ns"]), 2, "Prop 1: Stein"),
+           fwd(net, n, sum(p["stein_ns"]), 2, "Prop 1: Stein, random net"),
+           grads(fam, n, 1, 2 * len(p["stein_ns"]), "Prop 1: path gradient"),
+           grads2(two_d, 6400, 1, 2 * p["n_quad"], "Thm 2: quadrature"),
+           hvps(fam, n, p["n_hess"], 30 * len(p["sigmas"]), "Thm 2: smoothed Hessian"),
+           grads2(fam, n, 1, 2 * p["steps"], "Prop 2: searches"),
+           hvps(fam, n, 1, 50, "Thm 3: Hessian norm"),
+           hvps(net, n, 1, 50 * p["n_random"], "Thm 3: random nets")]
+    return out + [grads(fam, n, 2, len(p["deltas"]) * (1 + p["n_random"]), "Thm 3: radii")]
+
+
+DECLARATIONS = {
+    "table2_attacks": Declaration(_table2_attacks_models, _table2_attacks_work,
+                                  data=_table2_attacks_data),
+    "table3_4_ssr": Declaration(_table3_4_models, _table3_4_work),
+    "table5_6_figs": Declaration(_table5_6_models, _table5_6_work),
+    "theory_gauss_newton": Declaration(_gauss_newton_models, _gauss_newton_work),
+    "theory_geometry": Declaration(_geometry_models, _geometry_work),
+}
