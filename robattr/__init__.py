@@ -1,13 +1,20 @@
 """robattr: robustness of feature attributions, the package behind the book.
 
-Two halves. The science core (submodules imported on first use, so ``import robattr``
-stays cheap):
+Three halves, with imports running one way (``tests/test_layout.py`` enforces it)::
+
+    the library        robattr.*            knows nothing of the chapters or the book
+         ^  imported by
+    the chapters       robattr.chapters.*   one package per chapter; never imports the book
+         ^  declarations read through robattr.chapters.declaration(s) only
+    the book machinery robattr.book.*       runs notebooks, profiles, plan, the HTML book
+
+The library (submodules imported on first use, so ``import robattr`` stays cheap):
 
 ``data``          datasets with pixels in [0, 1] (digits ships offline)
 ``catalog``       names and sizes of datasets, architectures, losses (no torch)
 ``models``        LeNet, small CNN/MLP, ResNets, ``set_activation``
 ``attributions``  differentiable, batched attribution methods
-``train``         one trainer and its losses
+``train``         one trainer (batches cut and augmented on the device) and its losses
 ``zoo``           ``get_model``: train once, cache by configuration hash
 ``metrics``       similarity and faithfulness metrics, batched
 ``attacks``       PGD and attacks on attributions
@@ -16,8 +23,10 @@ stays cheap):
 ``memory``        probes of what autograd keeps for backward
 ``attack_protocol``  000's attack protocol: attack a map over budgets, four metrics, AUC
 ``timing``        training time per step, in paired rounds, and the verdict "faster"
+``cost``          the units of work ``robattr plan`` counts in (what a declaration uses)
 ``results``       scalars a notebook records, kept next to the executed notebook
-``papers``        citations and the papers' printed tables, our-vs-paper helpers, ``claim``
+``papers``        citations and the papers' printed tables, our-vs-paper helpers, ``claim``,
+                  ``check`` and ``demonstrate``
 ``verdicts``      rules that compute a claim's verdict (uncertainty, scale)
 ``viz``           heatmaps and tables for the book
 ``utils``         ``get_device``, ``seed_everything``
@@ -42,8 +51,8 @@ import importlib
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "attack_protocol", "attacks", "attributions", "book", "bounds", "catalog", "data", "memory",
-    "metrics", "models", "papers", "precision", "results", "timing", "train", "utils",
+    "attack_protocol", "attacks", "attributions", "book", "bounds", "catalog", "cost", "data",
+    "memory", "metrics", "models", "papers", "precision", "results", "timing", "train", "utils",
     "verdicts", "viz", "zoo",
 }
 

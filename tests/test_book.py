@@ -148,3 +148,20 @@ def test_every_kept_reference_is_shown_beside_the_build(built):
             if metrics & {"compare", "claim"}:     # its page shows the reference's label
                 html = (dst / "book" / "_build" / "html" / "book" / f"{key}.html").read_text()
                 assert f"{name} ref (" in html, key
+
+
+@pytest.mark.slow
+def test_every_built_page_passes_the_browser_check(built):
+    """Every page of the built book, opened in headless Chromium: no JavaScript error, no
+    untypeset TeX, no broken image, no table cut by pandas, no progress bar, warning or
+    error in an output, no "nan" in a table (robattr.book.browser_check)."""
+    from robattr.book import browser_check
+
+    ok, why = browser_check.available()
+    if not ok:
+        pytest.skip(f"browser check skipped: {why}")
+    dst, _ = built
+    found = browser_check.check_book(dst / "book" / "_build" / "html")
+    assert len(found) >= len(toc_files(yaml.safe_load((dst / "_toc.yml").read_text())))
+    bad = {page: problems for page, problems in found.items() if problems}
+    assert bad == {}, "\n".join(f"{p}: {'; '.join(v)}" for p, v in bad.items())
