@@ -204,14 +204,15 @@ def check(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = No
     """A check of **our own arithmetic**: an identity, a code round-trip or the book's own
     corrected form, which only a bug can break. It never counts in a paper's tally. It
     must pass: a ``verdict`` other than "holds" raises :class:`CheckFailed`, so the build
-    reports the notebook as failed. Recorded like a claim, with kind ``check``."""
+    reports the notebook as failed. Recorded like a claim, with kind ``check``; the line
+    shows what the reference runs found, as a claim's does."""
     from IPython.display import Markdown
 
     if isinstance(verdict, Verdict) and verdict.verdict != "holds":
         raise CheckFailed(f"check failed (a bug, not a finding): {text} ({verdict.rule})")
     index, where = _record("check", text, verdict, evidence,
                            dict(n=n, unit=unit, dataset=dataset, model=model))
-    tail = f" {evidence}" if evidence else ""
+    tail = (f" {evidence}" if evidence else "") + _reference_tail(text, where)
     return Markdown(f'<span id="claim-{index}"></span>**Check (our arithmetic):** {text} — '
                     f"**✔ passes** ({verdict.rule}; {where}).{tail}")
 
@@ -235,7 +236,7 @@ def demonstrate(text: str, verdict: Verdict, erratum: str, evidence: str = "", *
                           f"{text} ({verdict.rule})")
     index, where = _record("demonstration", text, verdict, evidence,
                            dict(n=n, unit=unit, dataset=dataset, model=model), erratum=erratum)
-    tail = f" {evidence}" if evidence else ""
+    tail = (f" {evidence}" if evidence else "") + _reference_tail(text, where)
     return Markdown(f'<span id="claim-{index}"></span>**Erratum shown:** {text} — '
                     f"**the counterexample refutes it as printed** ({verdict.rule}; {where}). "
                     f"See {{ref}}`the errata entry <{erratum}>`.{tail}")
