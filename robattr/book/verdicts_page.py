@@ -153,15 +153,18 @@ def book_order(root: Path, keys) -> list[str]:
     return sorted(dict.fromkeys(keys), key=lambda k: (rank.get(k, len(rank)), k))
 
 
-def _reference_cell(ref: dict, key: str, text: str, scale: str = "") -> str:
-    """The reference's verdict on a claim with its own numbers and scale, in one string."""
+def _mark(word: str) -> str:
+    """A verdict word as the page shows it (with its mark), keeping a " (stale)"."""
     from robattr.verdicts import VERDICTS
 
+    verdict = word.removesuffix(" (stale)")
+    return VERDICTS.get(verdict, verdict) + word[len(verdict):]
+
+
+def _reference_cell(ref: dict, key: str, text: str, scale: str = "") -> str:
+    """The reference's verdict on a claim with its own numbers and scale, in one string."""
     word, more = _reference_parts(ref, key, text, scale)
-    verdict, _, stale = word.partition(" (stale)")
-    shown = VERDICTS.get(verdict, verdict) + (" (stale)" if stale or word.endswith("(stale)")
-                                              else "")
-    return f"{shown} ({more})" if more else shown
+    return f"{_mark(word)} ({more})" if more else _mark(word)
 
 
 def _reference_section(refs: dict[str, dict]) -> list[str]:
@@ -374,7 +377,7 @@ def write(root: Path, log=print) -> Path:
             for _, r in group.iterrows():
                 link = f'<a href="{r["key"]}.html#{r["anchor"]}">{r["key"]}</a>'
                 ref_cells = "".join(
-                    f" {_details(VERDICTS.get(v, v), more)} |"
+                    f" {_details(_mark(v), more)} |"
                     for v, more in (_reference_parts(ref, r["key"], r["text"], r["scale"])
                                     for ref in refs.values()))
                 lines.append(f"| {_details(_cell(r['text']), r['rule'], 'rule and numbers')} "

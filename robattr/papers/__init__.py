@@ -166,11 +166,12 @@ def _reference_tail(text: str, where: str) -> str:
 
 
 def _same_scale(a: str, b: str) -> bool:
-    """Two scale lines that differ at most in the profile they name."""
+    """Two scale lines that say what they ran on and differ at most in the profile they
+    name (a line that names only its profile says too little to call two runs the same)."""
     def strip(s: str) -> str:
         return ", ".join(p for p in s.split(", ") if not p.startswith("profile ")
                          and p != "run outside the pipeline")
-    return strip(a) == strip(b)
+    return bool(strip(a)) and strip(a) == strip(b)
 
 
 def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
