@@ -24,8 +24,9 @@ examples:
 parameters: each notebook declares them in its parameters cell, one per line,
             `name = default  # RULE | help` (robattr list shows them); a value that breaks
             its rule, or an unknown name, is refused before papermill starts.
-profiles: quick (default: sklearn digits, small models, 2 CPU cores),
-          paper (the papers' datasets and sample counts, a GPU), smoke (tests).
+profiles: quick (default: sklearn digits, small models, 2 CPU cores), medium (the
+          papers' datasets at CPU size), paper (the papers' datasets and sample counts,
+          a GPU), smoke (tests).
 environment: ROBATTR_DATA (datasets), ROBATTR_CACHE (model zoo; share it between
              Ray nodes so each model is trained once), ROBATTR_ROOT (book).
 """
