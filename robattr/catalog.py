@@ -8,8 +8,11 @@ check that the sizes agree with what :func:`robattr.data.info` and
 """
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "SHAPES", "NUM_CLASSES", "TEST_SIZES",
-           "PRECISIONS", "TRAIN_SIZE_ENV"]
+           "PRECISIONS", "TRAIN_SIZE_ENV", "RECIPE_ENV", "AUGMENTATIONS", "SCHEDULES",
+           "check_recipes"]
 
 #: Datasets :func:`robattr.data.load` knows by name (any other value is an ImageFolder path).
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "flowers102")
@@ -37,3 +40,33 @@ PRECISIONS = ("fp32", "tf32")
 #: Environment variable with the zoo's default training-set size (robattr.zoo; a profile's
 #: ``train_size:`` sets it for its notebooks)
 TRAIN_SIZE_ENV = "ROBATTR_TRAIN_SIZE"
+
+#: Environment variable with the zoo's default training recipe per dataset (robattr.zoo; a
+#: profile's ``recipe:`` sets it): JSON ``{dataset: {"augment": ..., "schedule": ...}}``
+RECIPE_ENV = "ROBATTR_RECIPE"
+
+#: Training augmentations and learning-rate schedules (robattr.train.batches)
+AUGMENTATIONS = ("none", "crop", "flip", "crop+flip")
+SCHEDULES = ("step", "cosine", "onecycle")
+
+
+def check_recipes(recipes: Any, where: str = f"${RECIPE_ENV}") -> dict[str, dict[str, str]]:
+    """``recipes`` checked: a map from dataset names to ``{augment, schedule}`` (either may
+    be left out), each value one of :data:`AUGMENTATIONS` / :data:`SCHEDULES`. Raises
+    ``ValueError`` naming ``where``."""
+    if not isinstance(recipes, dict):
+        raise ValueError(f"{where} must map dataset names to {{augment, schedule}}, "
+                         f"got {recipes!r}")
+    out: dict[str, dict[str, str]] = {}
+    for name, spec in recipes.items():
+        if name not in DATASETS:
+            raise ValueError(f"{where}: unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+        if not isinstance(spec, dict) or not spec or set(spec) - {"augment", "schedule"}:
+            raise ValueError(f"{where}[{name!r}] must be a map with 'augment' and/or "
+                             f"'schedule', got {spec!r}")
+        for field, allowed in (("augment", AUGMENTATIONS), ("schedule", SCHEDULES)):
+            if field in spec and spec[field] not in allowed:
+                raise ValueError(f"{where}[{name!r}]: {field} must be one of "
+                                 f"{', '.join(allowed)}, got {spec[field]!r}")
+        out[name] = {k: spec[k] for k in ("augment", "schedule") if k in spec}
+    return out

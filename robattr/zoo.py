@@ -40,11 +40,14 @@ from robattr.utils import cache_dir, check_int, check_number, get_device, seed_e
 __all__ = [
     "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
     "config", "config_hash", "zoo_dir", "paths", "stats", "reset_stats", "training_log",
-    "TRAIN_SIZE_ENV", "effective_train_size",
+    "TRAIN_SIZE_ENV", "effective_train_size", "RECIPE_ENV", "effective_recipe",
 ]
 
 #: Environment variable with the default ``train_size`` (set from a profile's ``train_size:``).
 TRAIN_SIZE_ENV = catalog.TRAIN_SIZE_ENV
+
+#: Environment variable with the default recipe per dataset (set from a profile's ``recipe:``).
+RECIPE_ENV = catalog.RECIPE_ENV
 
 #: Bump when the stored format or the meaning of a configuration changes: every key changes.
 ZOO_FORMAT = 1
@@ -85,6 +88,24 @@ def effective_train_size(value: int | None = None) -> int | None:
     return check_int("train_size", value, 1)
 
 
+def effective_recipe(dataset: str, augment: str | None = None,
+                     schedule: str | None = None) -> tuple[str, str]:
+    """The ``(augment, schedule)`` a model of ``dataset`` trains with: each value when
+    given, else ``$ROBATTR_RECIPE``'s entry for the dataset (JSON, see
+    :data:`robattr.catalog.RECIPE_ENV`; a profile's ``recipe:`` sets it), else the
+    defaults (``"none"``, ``"step"``)."""
+    env = os.environ.get(RECIPE_ENV, "").strip()
+    spec = {}
+    if env and (augment is None or schedule is None):
+        try:
+            recipes = json.loads(env)
+        except ValueError:
+            raise ValueError(f"${RECIPE_ENV} must be JSON, got {env!r}") from None
+        spec = catalog.check_recipes(recipes).get(dataset, {})
+    return (augment if augment is not None else spec.get("augment", DEFAULTS["augment"]),
+            schedule if schedule is not None else spec.get("schedule", DEFAULTS["schedule"]))
+
+
 def _dataset_id(dataset: Any) -> str:
     if not isinstance(dataset, (str, os.PathLike)):
         raise TypeError(f"dataset must be a dataset name or an ImageFolder path, got {dataset!r}")
@@ -110,16 +131,17 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
            weight_decay: float = DEFAULTS["weight_decay"],
            milestones: list[int] | None = DEFAULTS["milestones"], seed: int = 0,
            activation: str = "relu", beta: float | None = None,
-           train_size: int | None = None, augment: str = DEFAULTS["augment"],
-           schedule: str = DEFAULTS["schedule"], **loss_hparams: Any) -> dict[str, Any]:
+           train_size: int | None = None, augment: str | None = None,
+           schedule: str | None = None, **loss_hparams: Any) -> dict[str, Any]:
     """The full, validated, canonical configuration of a zoo model (what its key hashes).
 
     ``train_size`` (default: :func:`effective_train_size`, i.e. ``$ROBATTR_TRAIN_SIZE``)
     trains on the first ``train_size`` images of the train split; it is in the
     configuration only when set. ``augment`` and ``schedule`` (the recipe:
-    :mod:`robattr.train.batches`) are in it only when they differ from the defaults
-    (``"none"``, ``"step"``), so that the models trained before they existed keep their
-    keys."""
+    :mod:`robattr.train.batches`; default: :func:`effective_recipe`, i.e. the dataset's
+    entry in ``$ROBATTR_RECIPE``, else ``"none"`` and ``"step"``) are in it only when they
+    differ from ``"none"`` and ``"step"``, so that the models trained before they existed
+    keep their keys."""
     from robattr.train.batches import check_augment, check_schedule
 
     from robattr.models import ARCHS, _check_activation
@@ -152,6 +174,7 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
     n_train = effective_train_size(train_size)
     if n_train is not None:
         cfg["train_size"] = n_train
+    augment, schedule = effective_recipe(cfg["dataset"], augment, schedule)
     if check_augment(augment) != DEFAULTS["augment"]:
         cfg["augment"] = augment
     if check_schedule(schedule) != DEFAULTS["schedule"]:
@@ -291,8 +314,8 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
               weight_decay: float = DEFAULTS["weight_decay"],
               milestones: list[int] | None = DEFAULTS["milestones"], seed: int = 0,
               activation: str = "relu", beta: float | None = None,
-              train_size: int | None = None, augment: str = DEFAULTS["augment"],
-              schedule: str = DEFAULTS["schedule"],
+              train_size: int | None = None, augment: str | None = None,
+              schedule: str | None = None,
               device: str | torch.device = "auto", retrain: bool = False,
               progress: bool = True, **loss_hparams: Any) -> nn.Module:
     """A trained model in eval mode on ``device``: from the cache, else trained and cached.
@@ -303,7 +326,8 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
     first images of the train split only (all of them when the split is smaller; the
     metadata's ``train_images`` says how many). ``augment`` (``"crop"``, ``"flip"``,
     ``"crop+flip"``) and ``schedule`` (``"cosine"``, ``"onecycle"``) set the training
-    recipe (:mod:`robattr.train.batches`). ``retrain=True`` discards a cached copy. Every
+    recipe (:mod:`robattr.train.batches`; left out: the dataset's entry in
+    ``$ROBATTR_RECIPE``, which a profile's ``recipe:`` sets, else none and a step schedule). ``retrain=True`` discards a cached copy. Every
     call returns a fresh module; its metadata (config, test accuracy, timings, versions)
     is ``model.zoo_meta``.
     """

@@ -134,3 +134,20 @@ def test_the_recipe_is_part_of_the_zoo_key_only_when_set():
         zoo.config("digits", "mlp", schedule="linear")
     with pytest.raises(ValueError, match="milestones belong"):
         zoo.config("digits", "mlp", milestones=[5], schedule="onecycle")
+
+
+def test_the_recipe_in_force_comes_from_the_environment_per_dataset(monkeypatch):
+    monkeypatch.setenv(zoo.RECIPE_ENV, '{"digits": {"augment": "crop", "schedule": "onecycle"}}')
+    cfg = zoo.config("digits", "mlp")
+    assert (cfg["augment"], cfg["schedule"]) == ("crop", "onecycle")
+    assert "augment" not in zoo.config("mnist", "mlp")          # another dataset: the defaults
+    explicit = zoo.config("digits", "mlp", augment="none", schedule="cosine")   # the caller wins
+    assert "augment" not in explicit and explicit["schedule"] == "cosine"
+    assert zoo.effective_recipe("digits", augment="flip") == ("flip", "onecycle")
+    for bad, why in (("not json", "must be JSON"), ('{"svhn": {"augment": "crop"}}',
+                                                    "unknown dataset 'svhn'"),
+                     ('{"digits": {"augment": "mixup"}}', "augment must be one of"),
+                     ('{"digits": {"lr": 1}}', "must be a map with"), ('[1]', "must map")):
+        monkeypatch.setenv(zoo.RECIPE_ENV, bad)
+        with pytest.raises(ValueError, match=why):
+            zoo.config("digits", "mlp")

@@ -261,6 +261,40 @@ def test_profile_train_size_reaches_the_kernel_and_the_stamp(book, tmp_path, mon
             profiles.load_profile(profile(tmp_path, f"train_size: {bad}\n"))
 
 
+def test_profile_recipe_reaches_the_kernel_the_stamp_and_the_reference(book, tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.delenv(zoo.RECIPE_ENV, raising=False)
+    (nb,) = notebooks.discover(book)
+    params = profiles.resolve(nb, "quick")
+    prof = profiles.load_profile(profile(tmp_path, "recipe: {cifar10: {augment: crop+flip, "
+                                                   "schedule: onecycle}}\n"))
+    want = {"cifar10": {"augment": "crop+flip", "schedule": "onecycle"}}
+    assert profiles.effective_recipe(prof) == want
+    assert json.loads(executors.make_job(nb, params, prof).env[zoo.RECIPE_ENV]) == want
+    assert zoo.RECIPE_ENV not in executors.make_job(nb, params,
+                                                    profiles.load_profile("quick")).env
+    assert stamp(nb, params, "fp32", None, want) != stamp(nb, params, "fp32")
+    assert stamp(nb, params, "fp32", None, None) == stamp(nb, params)
+    for bad, why in (("{cifar10: {augment: mixup}}", "augment must be one of"),
+                     ("{svhn: {augment: crop}}", "unknown dataset"),
+                     ("{cifar10: {lr: 0.1}}", "must be a map with"), ("[crop]", "must map")):
+        with pytest.raises(ParameterError, match=why):
+            profiles.load_profile(profile(tmp_path, f"recipe: {bad}\n"))
+
+
+@pytest.mark.slow
+def test_a_reference_goes_stale_when_its_recipe_changes(book, tmp_path):
+    medium = profile(tmp_path, "recipe: {digits: {augment: crop}}\nnotebooks:\n  ch/one: {n: 2}\n")
+    builder.build(book, profile=medium, keep_reference="medium", html=False, progress=False,
+                  log=quiet)
+    assert reference.provenance(book, "medium")["ch/one"]["recipe"] == {"digits": {"augment": "crop"}}
+    assert reference.status(book, "medium") == {"ch/one": "fresh"}
+    profile(tmp_path, "recipe: {digits: {augment: flip}}\nnotebooks:\n  ch/one: {n: 2}\n")
+    assert reference.status(book, "medium") == {"ch/one": "stale"}
+    profile(tmp_path, "notebooks:\n  ch/one: {n: 2}\n")
+    assert reference.status(book, "medium") == {"ch/one": "stale"}
+
+
 def test_medium_profile_loads_and_names_real_datasets():
     prof = profiles.load_profile("medium")
     assert prof["train_size"] and "medium" in profiles.PROFILES

@@ -23,8 +23,8 @@ from robattr.book.html import build_html
 from robattr.book.notebooks import Notebook, discover, project_root
 from robattr.book.params import ParameterError
 from robattr.book.profiles import (check_profile_keys, effective_precision,
-                                   effective_train_size, load_profile, profile_env,
-                                   profile_label, resolve)
+                                   effective_recipe, effective_train_size, load_profile,
+                                   profile_env, profile_label, resolve)
 from robattr.book import reference
 from robattr.book.stamps import read_stamps, stamp, stamps_lock, write_stamps
 from robattr.verdicts import PROFILE_ENV
@@ -91,7 +91,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
             if not force and nb.output(book_dir).exists() \
                     and stamps.get(nb.key, {}).get("stamp") \
                     == stamp(nb, params, effective_precision(prof),
-                             effective_train_size(prof, nb.key)):
+                             effective_train_size(prof, nb.key), effective_recipe(prof)):
                 report.skipped.append(nb.key)
                 continue
             todo[nb.key] = (nb, params)
@@ -171,7 +171,8 @@ def _keep(root: Path, name: str, nb: Notebook, params: dict[str, Any], profile: 
     csv = results_path(nb.output(root / "book"))
     reference.keep(root, name, nb, csv if csv.exists() else None, profile=profile,
                    params=params, seconds=seconds, precision=effective_precision(prof),
-                   train_size=effective_train_size(prof, nb.key))
+                   train_size=effective_train_size(prof, nb.key),
+                   recipe=effective_recipe(prof))
 
 
 def _drop_orphans(book_dir: Path, keys: set[str], log) -> None:
@@ -209,11 +210,15 @@ def _into_book(nb: Notebook, params: dict[str, Any], res: JobResult, book_dir: P
             prof = load_profile(profile)
             precision = effective_precision(prof)
             n_train = effective_train_size(prof, nb.key)
-            stamps[nb.key] = {"stamp": stamp(nb, params, precision, n_train), "params": params,
+            recipe = effective_recipe(prof)
+            stamps[nb.key] = {"stamp": stamp(nb, params, precision, n_train, recipe),
+                              "params": params,
                               "profile": profile, "precision": precision,
                               "seconds": round(res.seconds, 1)}
             if n_train is not None:
                 stamps[nb.key]["train_size"] = n_train
+            if recipe:
+                stamps[nb.key]["recipe"] = recipe
         else:
             stamps.pop(nb.key, None)
         write_stamps(book_dir, stamps)

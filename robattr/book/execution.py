@@ -7,6 +7,7 @@ process, a worker, a Ray node) is :mod:`robattr.book.executors`' business.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 from robattr import results
 from robattr.book.notebooks import Notebook, parameters_cell_index
 
-__all__ = ["NotebookFailure", "execute", "results_path"]
+__all__ = ["NotebookFailure", "execute", "results_path", "environ"]
 
 
 @dataclass
@@ -50,6 +51,22 @@ QUIET_ENV = {"TQDM_DISABLE": "1",
              "PYTHONWARNINGS": "ignore:IProgress not found"}
 
 
+@contextlib.contextmanager
+def environ(values: dict[str, str]):
+    """``os.environ`` updated with ``values`` inside the block (kernels started there
+    inherit them), and restored afterwards."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
             progress: bool = True) -> NotebookFailure | None:
     """papermill ``nb`` with ``params`` into ``output`` (run in the output's folder).
@@ -65,15 +82,14 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
     output.parent.mkdir(parents=True, exist_ok=True)
     results_csv = results_path(output)
     results_csv.unlink(missing_ok=True)
-    saved = {k: os.environ.get(k) for k in (results.ENV, *QUIET_ENV)}
-    os.environ[results.ENV] = str(results_csv)    # inherited by the kernel process
-    os.environ.update(QUIET_ENV)
-    if saved.get("PYTHONWARNINGS"):
-        os.environ["PYTHONWARNINGS"] = f"{saved['PYTHONWARNINGS']},{QUIET_ENV['PYTHONWARNINGS']}"
+    env = {results.ENV: str(results_csv), **QUIET_ENV}    # inherited by the kernel process
+    if os.environ.get("PYTHONWARNINGS"):
+        env["PYTHONWARNINGS"] = f"{os.environ['PYTHONWARNINGS']},{QUIET_ENV['PYTHONWARNINGS']}"
     try:
-        papermill.execute_notebook(str(nb.path), str(output), parameters=params,
-                                   progress_bar=progress, cwd=str(output.parent),
-                                   kernel_name="python3")
+        with environ(env):
+            papermill.execute_notebook(str(nb.path), str(output), parameters=params,
+                                       progress_bar=progress, cwd=str(output.parent),
+                                       kernel_name="python3")
     except PapermillExecutionError as err:
         # papermill inserts one cell after the parameters cell: map back to the source
         cell = err.cell_index - (err.cell_index > parameters_cell_index(nb.path))
@@ -82,12 +98,6 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
                                f"{err.ename}: {err.evalue} [in `{first.strip()[:60]}`]")
     except Exception as err:  # kernel died, bad notebook file, ...
         return NotebookFailure(nb.key, output, None, f"{type(err).__name__}: {err}")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     _tag_injected_cell(nb, params, output)
     return None
 

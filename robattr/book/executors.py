@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from robattr.book.execution import execute, results_path
+from robattr.book.execution import environ, execute, results_path
 from robattr.book.notebooks import Notebook, read_parameters
 from robattr.book.profiles import profile_env, profile_label, resources
 from robattr.book.reference import install
@@ -42,7 +42,7 @@ __all__ = ["Job", "JobResult", "handed_references", "make_job", "run_job", "run_
 EXECUTORS = ("local", "ray")
 #: Environment variables a job carries to the process that runs it.
 SHARED_ENV = ("ROBATTR_CACHE", "ROBATTR_DATA", "ROBATTR_ZOO_LOCK_STALE", "ROBATTR_PRECISION",
-              "ROBATTR_TRAIN_SIZE")
+              "ROBATTR_TRAIN_SIZE", "ROBATTR_RECIPE")
 
 
 @dataclass(frozen=True)
@@ -115,10 +115,10 @@ def handed_references(refs: dict[str, dict]) -> Iterator[None]:
 
 def run_job(job: Job, progress: bool = False) -> JobResult:
     """Execute ``job`` in a fresh temporary folder and return its executed notebook and
-    results as bytes. Runs in whatever process calls it."""
-    os.environ.update(job.env)
+    results as bytes. Runs in whatever process calls it; the job's environment holds for
+    the run only (a later job, or a later build in the same process, does not inherit it)."""
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="robattr-job-") as tmp:
+    with environ(job.env), tempfile.TemporaryDirectory(prefix="robattr-job-") as tmp:
         src = Path(tmp) / "source" / f"{Path(job.key).name}.ipynb"
         src.parent.mkdir()
         src.write_bytes(job.source)

@@ -39,7 +39,8 @@ from typing import Callable
 from robattr.book.calibration import Calibration, calibrate
 from robattr.book.notebooks import Notebook, discover, project_root
 from robattr.book.params import ParameterError
-from robattr.book.profiles import effective_train_size, load_profile, resolve
+from robattr.book.profiles import (effective_recipe, effective_train_size, load_profile,
+                                   resolve)
 from robattr.catalog import TEST_SIZES
 from robattr.chapters import declaration, declarations
 from robattr.cost import TRAIN_SIZES, Declaration, Work, family, fwd, steps_of
@@ -66,14 +67,19 @@ def _declaration(key: str) -> Declaration:
                              ) from None
 
 
-def declared_models(key: str, params: dict, train_size: int | None = None) -> list[dict]:
+def declared_models(key: str, params: dict, train_size: int | None = None,
+                    recipe: dict | None = None) -> list[dict]:
     """The zoo configurations (:func:`robattr.zoo.config`) notebook ``key`` asks for with
-    ``params``, each once, in the order of its first call."""
+    ``params``, each once, in the order of its first call; ``train_size`` and ``recipe``
+    (by dataset) are the profile's (:func:`~robattr.book.profiles.effective_train_size`,
+    :func:`~robattr.book.profiles.effective_recipe`)."""
     from robattr import zoo
 
     out, seen = [], set()
     for spec in _declaration(key).models(params):
         spec = dict(spec)
+        for field, value in ((recipe or {}).get(spec["dataset"]) or {}).items():
+            spec.setdefault(field, value)
         cfg = zoo.config(spec.pop("dataset"), spec.pop("arch"), spec.pop("method", "ce"),
                          train_size=train_size, **spec)
         k = _zoo_key(cfg)
@@ -272,7 +278,8 @@ def plan(root=None, profile: str = "quick", only: str | None = None, *,
     for nb in nbs:
         params = resolve(nb, prof)
         dev = get_device(params.get("device", "auto"))
-        cfgs = declared_models(nb.key, params, effective_train_size(prof, nb.key))
+        cfgs = declared_models(nb.key, params, effective_train_size(prof, nb.key),
+                               effective_recipe(prof))
         items.append((nb, params, dev, cfgs, declared_work(nb.key, params)))
     cals = {}
     for dev in dict.fromkeys(d for _, _, d, _, _ in items):

@@ -4,7 +4,7 @@
 was already up to date) in that profile, its results CSV at
 ``reference/<name>/<key>.results.csv`` and its provenance in
 ``reference/<name>/provenance.json``: ``{key: {commit, profile, device, date, seconds,
-source_sha256, params, train_size, precision}}``. ``<name>`` is the profile's name unless
+source_sha256, params, train_size, precision[, recipe]}}``. ``<name>`` is the profile's name unless
 ``--keep-reference NAME`` gives another. They are small text files, committed with the
 code that made them; the commit is the ``HEAD`` of the project (``+dirty`` when notebooks
 or the package had uncommitted changes).
@@ -96,7 +96,7 @@ def _device(params: dict[str, Any]) -> str:
 
 def keep(root: Path, name: str, nb: Notebook, results_csv: Path | None, *, profile: str,
          params: dict[str, Any], seconds: float | None, precision: str = "fp32",
-         train_size: int | None = None) -> Path:
+         train_size: int | None = None, recipe: dict | None = None) -> Path:
     """Keep ``results_csv`` (one notebook's run; None when it recorded nothing) as
     reference ``name`` with its provenance."""
     root = Path(root)
@@ -107,6 +107,8 @@ def keep(root: Path, name: str, nb: Notebook, results_csv: Path | None, *, profi
              "seconds": None if seconds is None else round(float(seconds), 1),
              "source_sha256": source_sha256(nb), "params": params,
              "precision": precision, "train_size": train_size}
+    if recipe:
+        entry["recipe"] = recipe
     with stamps_lock(_dir(root, name)):
         dest.write_bytes(Path(results_csv).read_bytes() if results_csv is not None
                          else b"metric,value,labels\n")
@@ -121,9 +123,10 @@ def keep(root: Path, name: str, nb: Notebook, results_csv: Path | None, *, profi
 def is_stale(nb: Notebook, entry: dict[str, Any]) -> bool:
     """Whether a kept run no longer shows what its profile computes today: the notebook's
     source changed, or the profile (when it still exists) now gives the notebook other
-    parameters or another training-set size."""
+    parameters, another training-set size or other training recipes."""
     from robattr.book.params import ParameterError
-    from robattr.book.profiles import effective_train_size, load_profile, resolve
+    from robattr.book.profiles import (effective_recipe, effective_train_size, load_profile,
+                                       resolve)
 
     if entry.get("source_sha256") != source_sha256(nb):
         return True
@@ -134,7 +137,8 @@ def is_stale(nb: Notebook, entry: dict[str, Any]) -> bool:
         return False            # a profile file that is gone: only the source can tell
     same = json.dumps(params, sort_keys=True, default=str) == \
         json.dumps(entry.get("params"), sort_keys=True, default=str)
-    return not same or effective_train_size(prof, nb.key) != entry.get("train_size")
+    return (not same or effective_train_size(prof, nb.key) != entry.get("train_size")
+            or (effective_recipe(prof) or None) != (entry.get("recipe") or None))
 
 
 def status(root: Path, name: str, notebooks: list[Notebook] | None = None) -> dict[str, str]:

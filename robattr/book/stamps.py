@@ -41,15 +41,18 @@ def package_hash() -> str:
 
 
 def stamp(nb: Notebook, params: dict[str, Any], precision: str = "fp32",
-          train_size: int | None = None) -> str:
+          train_size: int | None = None, recipe: dict | None = None) -> str:
     """What an executed notebook depends on: its source, parameters, the precision on
     CUDA (:func:`robattr.book.profiles.effective_precision`), the zoo's training-set size
-    when one is set (:func:`robattr.book.profiles.effective_train_size`) and the package."""
+    and recipes when set (:func:`robattr.book.profiles.effective_train_size`,
+    :func:`~robattr.book.profiles.effective_recipe`) and the package."""
     h = hashlib.sha256(nb.path.read_bytes())
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
     h.update(precision.encode())
     if train_size is not None:
         h.update(f"train_size={train_size}".encode())
+    if recipe:
+        h.update(f"recipe={json.dumps(recipe, sort_keys=True)}".encode())
     h.update(package_hash().encode())
     return h.hexdigest()
 

@@ -25,11 +25,12 @@ from typing import Any, Iterator
 import torch
 from torch.utils.data import Subset, TensorDataset
 
+from robattr.catalog import AUGMENTATIONS, SCHEDULES
+
 __all__ = ["AUGMENTATIONS", "SCHEDULES", "CROP_PADDING", "augment", "DeviceBatches",
            "device_batches", "make_scheduler", "check_augment", "check_schedule"]
 
-AUGMENTATIONS = ("none", "crop", "flip", "crop+flip")
-SCHEDULES = ("step", "cosine", "onecycle")
+
 #: zero pixels added on each side before a random crop (the CIFAR-10 recipes' 4)
 CROP_PADDING = 4
 

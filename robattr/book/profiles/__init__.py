@@ -14,7 +14,9 @@ A chapter keeps its notebooks' settings for every profile in one file,
 ``profiles/chapters/<chapter>.yml``. A profile may also set ``precision:`` (the
 precision on CUDA, :mod:`robattr.precision`), ``train_size:`` (the zoo trains its models on
 the first *n* images of each train split, :func:`robattr.zoo.effective_train_size`; an
-integer, or ``{default: n, <notebook glob>: n}``) and
+integer, or ``{default: n, <notebook glob>: n}``), ``recipe:`` (the zoo's training recipe
+per dataset, ``{cifar10: {augment: crop+flip, schedule: onecycle}}``: what a model of that
+dataset trains with unless its notebook says otherwise, :func:`robattr.zoo.effective_recipe`) and
 ``resources:`` (CPUs and GPUs per notebook, for the executors). :func:`resolve` gives one notebook's values: its
 defaults ← the profile ← the command line, checked against the notebook's rules.
 """
@@ -29,14 +31,16 @@ import yaml
 
 from robattr.book.notebooks import Notebook
 from robattr.book.params import Parameter, ParameterError, check_values, coerce, read_yaml
-from robattr.catalog import PRECISIONS
+from robattr.catalog import PRECISIONS, check_recipes
 
 __all__ = ["PROFILES", "load_profile", "parse_value", "resolve", "check_profile_keys",
            "precision_env", "profile_env", "effective_precision", "effective_train_size",
+           "effective_recipe",
            "profile_label", "resources"]
 
 PROFILES = ("quick", "medium", "paper", "smoke")
-_SECTIONS = {"defaults", "notebooks", "description", "resources", "precision", "train_size"}
+_SECTIONS = {"defaults", "notebooks", "description", "resources", "precision", "train_size",
+             "recipe"}
 _PROFILE_DIR = Path(__file__).parent
 
 
@@ -61,6 +65,12 @@ def load_profile(name: str) -> dict[str, Any]:
             raise ParameterError(f"profile {name!r}: train_size must be an integer >= 1 "
                                  f"(or a map from 'default' and notebook globs to one), "
                                  f"got {value!r}")
+    recipe = None
+    if data.get("recipe") is not None:
+        try:
+            recipe = check_recipes(data["recipe"], where=f"profile {name!r}: recipe")
+        except ValueError as e:
+            raise ParameterError(str(e)) from None
     for pattern, spec in (data.get("resources") or {}).items():
         bad = set(spec or {}) - {"cpus", "gpus"}
         if bad or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0
@@ -76,7 +86,8 @@ def load_profile(name: str) -> dict[str, Any]:
             notebooks[key] = params
     return {"name": path.stem, "defaults": data.get("defaults") or {}, "notebooks": notebooks,
             "resources": data.get("resources") or {}, "precision": data.get("precision"),
-            "train_size": n_train, "description": data.get("description", "")}
+            "train_size": n_train, "recipe": recipe,
+            "description": data.get("description", "")}
 
 
 def _chapter_entries(profile: str) -> dict[str, dict]:
@@ -162,13 +173,18 @@ def _profile_train_size(prof: dict, key: str | None) -> int | None:
 
 def profile_env(prof: dict, key: str | None = None) -> dict[str, str]:
     """The environment a profile gives notebook ``key``'s kernel: :func:`precision_env`,
-    and ``ROBATTR_TRAIN_SIZE`` when it sets ``train_size:`` (read by :mod:`robattr.zoo`)."""
-    from robattr.catalog import TRAIN_SIZE_ENV
+    ``ROBATTR_TRAIN_SIZE`` when it sets ``train_size:`` and ``ROBATTR_RECIPE`` when it sets
+    ``recipe:`` (both read by :mod:`robattr.zoo`)."""
+    import json
+
+    from robattr.catalog import RECIPE_ENV, TRAIN_SIZE_ENV
 
     env = precision_env(prof)
     n_train = _profile_train_size(prof, key)
     if n_train:
         env[TRAIN_SIZE_ENV] = str(n_train)
+    if prof.get("recipe"):
+        env[RECIPE_ENV] = json.dumps(prof["recipe"], sort_keys=True)
     return env
 
 
@@ -190,6 +206,24 @@ def effective_train_size(prof: dict, key: str | None = None) -> int | None:
         return int(n_train)
     env = os.environ.get(TRAIN_SIZE_ENV, "").strip()
     return int(env) if env.isdigit() and int(env) >= 1 else None
+
+
+def effective_recipe(prof: dict) -> dict[str, dict[str, str]] | None:
+    """The zoo's recipes by dataset in this profile: the profile's ``recipe:``, else
+    ``$ROBATTR_RECIPE`` (JSON), else ``None`` (no augmentation, step schedule)."""
+    import json
+
+    from robattr.catalog import RECIPE_ENV
+
+    if prof.get("recipe"):
+        return prof["recipe"]
+    env = os.environ.get(RECIPE_ENV, "").strip()
+    if not env:
+        return None
+    try:
+        return check_recipes(json.loads(env)) or None
+    except ValueError as e:
+        raise ParameterError(f"${RECIPE_ENV}: {e}") from None
 
 
 def profile_label(nb: Notebook, params: dict[str, Any], prof: dict) -> str:
