@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import nbformat
 import numpy as np
 import pytest
+import torch
 
 from robattr import papers, results, verdicts
 from robattr.verdicts import VERDICTS, Verdict
@@ -236,11 +237,36 @@ def _every_rule_outcome():
         "attack_effective": {  # None: the claim's own rule decides
             None: lambda: verdicts.attack_effective(base + 5, base),
             "inconclusive": lambda: verdicts.attack_effective(base + noise, base)},
+        "models_fit": {
+            "holds": lambda: verdicts.models_fit(h, [_zoo_like("cifar10", 0.71)]),
+            "not comparable": lambda: verdicts.models_fit(h, [_zoo_like("cifar10", 0.41)]),
+        },
         "within_hypothesis": {
             "not comparable": lambda: verdicts.within_hypothesis(h, "smooth", "max-pooling"),
             "holds": lambda: verdicts.within_hypothesis(h, "smooth", None),
             "does not hold": lambda: verdicts.within_hypothesis(f, "smooth", None)},
     }
+
+
+def _zoo_like(dataset, acc, method="ce"):
+    m = torch.nn.Linear(1, 1)
+    m.zoo_meta = {"test_acc": acc, "config": {"dataset": dataset, "method": method}}
+    return m
+
+
+def test_models_fit_makes_a_comparison_on_unfit_models_not_comparable():
+    measured = verdicts.exact(0, 12)
+    fit = [_zoo_like("cifar10", 0.72), _zoo_like("mnist", 0.99, "at")]
+    assert verdicts.models_fit(measured, fit) is measured
+    assert verdicts.models_fit(measured, _zoo_like("digits", 0.30)) is measured   # no target
+    assert verdicts.models_fit(measured, torch.nn.Linear(1, 1)) is measured    # not from the zoo
+    v = verdicts.models_fit(measured, fit + [_zoo_like("cifar10", 0.385, "l2_cosd")])
+    assert v.verdict == "not comparable"
+    assert "l2_cosd on cifar10: 38.5 % < 60 %" in v.rule and measured.rule in v.rule
+    edge = _zoo_like("fashion_mnist", verdicts.ACCURACY_TARGETS["fashion_mnist"])
+    assert verdicts.models_fit(measured, edge) is measured                     # at the target
+    with pytest.raises(TypeError, match="must be a Verdict"):
+        verdicts.models_fit("holds", fit)
 
 
 def test_every_rule_reaches_each_of_its_outcomes():
