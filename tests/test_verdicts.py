@@ -336,6 +336,12 @@ def test_training_summary_reads_the_zoo_metadata():
     assert verdicts.training_summary([model(0.35, 3, 1000), model(0.41, 3, 1000)]) == \
         "test accuracy 35.0–41.0 % (2 models), 3 epochs on 1000 images"
     assert "not from the zoo" in verdicts.training_summary(nn.Linear(2, 2))
+    weak = model(0.385, 5, 50000)
+    weak.zoo_meta["config"]["dataset"] = "cifar10"
+    assert verdicts.training_summary([weak, model(0.9, 3, 1000)]).endswith(
+        "below the 60 % a cifar10 comparison of methods needs")
+    weak.zoo_meta["test_acc"] = 0.7
+    assert "below" not in verdicts.training_summary(weak)
     s = verdicts.set_scale("digits", "mlp", 8, models=model(0.9, 20, 1257))
     assert s.text("quick") == ("digits 8×8, mlp, test accuracy 90.0 %, 20 epochs on 1257 "
                                "images, 8 images, profile quick")
