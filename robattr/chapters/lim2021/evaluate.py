@@ -155,11 +155,11 @@ def per_image(runs: Mapping, run, key) -> np.ndarray:
 
 
 def chapter_model(dataset: str, arch: str, method: str = "ce", *, weights: str = "",
-                  device="auto", acc_images: int = 1000) -> nn.Module:
+                  epochs: int = 20, device="auto", acc_images: int = 1000) -> nn.Module:
     """The chapter's model of ``arch`` on ``dataset``, in eval mode on ``device``.
 
-    Without ``weights``: the zoo's model trained with ``method``
-    (:func:`robattr.zoo.get_model`). With ``weights`` (a state-dict file, e.g. torchvision's
+    Without ``weights``: the zoo's model trained with ``method`` for ``epochs`` epochs
+    (:func:`robattr.zoo.get_model`; the rest of its recipe is the zoo's and the profile's). With ``weights`` (a state-dict file, e.g. torchvision's
     ImageNet ResNet-50, 004's natural model): :func:`robattr.models.build` loads it, nothing
     is trained, and ``zoo_meta["test_acc"]`` is the accuracy on the first ``acc_images``
     images of the test split (the whole folder when ``dataset`` is a folder without split
@@ -170,7 +170,7 @@ def chapter_model(dataset: str, arch: str, method: str = "ce", *, weights: str =
 
     dev = get_device(device)
     if not weights:
-        return zoo.get_model(dataset, arch, method, device=dev, progress=False)
+        return zoo.get_model(dataset, arch, method, epochs=epochs, device=dev, progress=False)
     model = models.build(arch, dataset, weights=weights).to(dev).eval()
     test = data.load(dataset, split="test")
     n = min(int(acc_images), len(test))

@@ -7,11 +7,12 @@ from robattr.cost import Declaration, attack, attr, curve, family, flat, fwd, gr
 
 def _natural(p):
     """robattr.lim2021.chapter_model: the zoo's model unless the user gives weights."""
-    return [] if p.get("weights") else [spec(p["dataset"], p["arch"])]
+    return [] if p.get("weights") else [spec(p["dataset"], p["arch"], epochs=p["epochs"])]
 
 
 def _natural_and_at(p):
-    return _natural(p) + ([] if p.get("robust_weights") else [spec(p["dataset"], p["arch"], "at")])
+    return _natural(p) + ([] if p.get("robust_weights")
+                          else [spec(p["dataset"], p["arch"], "at", epochs=p["epochs"])])
 
 
 def _gradient_explainers(fam, n, p, deeplift=True):
