@@ -124,7 +124,8 @@ def _table5_6_work(p):
 
 def _gauss_newton_models(p):
     return [spec(p["dataset"], p["arch"], "ce", epochs=p["epochs"]),
-            spec(p["dataset"], p["arch"], "ce", activation="softplus", beta=p["beta"], epochs=10)]
+            spec(p["dataset"], p["arch"], "ce", activation="softplus", beta=p["beta"],
+                 epochs=p["softplus_epochs"])]
 
 
 def _gauss_newton_work(p):
