@@ -343,7 +343,7 @@ def models_fit(verdict: Verdict, models) -> Verdict:
         dataset = meta.get("config", {}).get("dataset")
         target = ACCURACY_TARGETS.get(dataset)
         if target is not None and float(meta["test_acc"]) < target:
-            method = meta["config"].get("method", "?")
+            method = meta.get("config", {}).get("method", "?")
             short.append(f"{method} on {dataset}: {100 * float(meta['test_acc']):.1f} % "
                          f"< {100 * target:.0f} %")
     if not short:
@@ -413,14 +413,20 @@ def training_summary(models) -> str:
         plural = "s" * (len(models) > 1)
         return f"{len(models)} model{plural} not from the zoo (no recorded accuracy)"
     acc = _span([100 * float(m["test_acc"]) for m in known], lambda v: f"{v:.1f}")
-    epochs = _span([int(m["config"]["epochs"]) for m in known], str)
-    images = _span([int(m.get("train_images") or 0) for m in known], str)
+    trained = [m for m in known if "epochs" in m.get("config", {})]
     count = f" ({len(known)} models)" if len(known) > 1 else ""
-    text = f"test accuracy {acc} %{count}, {epochs} epochs on {images} images"
+    text = f"test accuracy {acc} %{count}"
+    if trained:
+        epochs = _span([int(m["config"]["epochs"]) for m in trained], str)
+        images = _span([int(m.get("train_images") or 0) for m in trained], str)
+        text += f", {epochs} epochs on {images} images"
+    if len(trained) < len(known):         # loaded from weights the user gave, not trained here
+        text += f", {len(known) - len(trained)} from given weights"
     if len(known) < len(models):
         text += f", and {len(models) - len(known)} not from the zoo"
-    short = sorted({m["config"].get("dataset") for m in known
-                    if float(m["test_acc"]) < ACCURACY_TARGETS.get(m["config"].get("dataset"), 0)})
+    short = sorted({m.get("config", {}).get("dataset") for m in known
+                    if float(m["test_acc"])
+                    < ACCURACY_TARGETS.get(m.get("config", {}).get("dataset"), 0)})
     if short:
         text += ", " + ", ".join(f"below the {100 * ACCURACY_TARGETS[d]:.0f} % a {d} "
                                  "comparison of methods needs" for d in short)

@@ -342,6 +342,12 @@ def test_training_summary_reads_the_zoo_metadata():
         "below the 60 % a cifar10 comparison of methods needs")
     weak.zoo_meta["test_acc"] = 0.7
     assert "below" not in verdicts.training_summary(weak)
+    given = nn.Linear(2, 2)       # user weights (lim2021's chapter_model): no training record
+    given.zoo_meta = {"test_acc": 0.5, "config": {"dataset": "cifar10", "method": "ce"}}
+    assert verdicts.training_summary([given, model(0.9, 3, 1000)]) == (
+        "test accuracy 50.0–90.0 % (2 models), 3 epochs on 1000 images, 1 from given weights, "
+        "below the 60 % a cifar10 comparison of methods needs")
+    assert verdicts.models_fit(verdicts.exact(0, 3), given).verdict == "not comparable"
     s = verdicts.set_scale("digits", "mlp", 8, models=model(0.9, 20, 1257))
     assert s.text("quick") == ("digits 8×8, mlp, test accuracy 90.0 %, 20 epochs on 1257 "
                                "images, 8 images, profile quick")

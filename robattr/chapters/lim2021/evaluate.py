@@ -184,7 +184,8 @@ def chapter_model(dataset: str, arch: str, method: str = "ce", *, weights: str =
             xb, yb = data.as_tensors(part, device=dev)
             right += int((model(xb).argmax(1) == yb).sum())
     model.zoo_meta = {"test_acc": right / n, "acc_images": n, "weights": str(weights),
-                      "method": f"user weights ({method} in the chapter's naming)"}
+                      "method": f"user weights ({method} in the chapter's naming)",
+                      "config": {"dataset": str(dataset), "method": method}}
     return model
 
 
