@@ -22,7 +22,7 @@ from robattr.catalog import NUM_CLASSES, SHAPES
 __all__ = ["Work", "Declaration", "TRAIN_SIZES", "CHUNK", "FWD_CHUNK", "family",
            "dataset_shape", "input_values", "fwd", "grads", "grads2", "hvps", "attr", "attack",
            "pgd", "curve", "numpy_draws", "eigh", "matmul", "protocol_000", "bounds_001",
-           "steps_of", "step_signature",
+           "steps_of", "step_signature", "step_passes",
            "zoo_config", "spec", "flat", "no_models", "no_data"]
 
 #: Images in each dataset's train split (digits: robattr's stratified 80 % of 1797).
@@ -231,6 +231,51 @@ def step_signature(cfg: dict, batch: int | None = None) -> str:
     if batch is not None:
         sig["batch_size"] = int(batch)
     return json.dumps(sig, sort_keys=True)
+
+
+def step_passes(sig: str | dict) -> list[tuple[str, float, float]]:
+    """What one training step of a signature (:func:`step_signature`) costs, in passes of
+    its model family: ``(kind, calls, rows)``, priced like any :class:`Work` item
+    (``calls * t0 + rows * t1``). ``"train"`` is one cross-entropy step (forward, backward
+    to the parameters, optimizer step); ``"grad"``, ``"grad2"``, ``"hvp"`` and ``"fwd"`` are
+    the passes of :class:`Work`; a backward pass alone is a ``"grad"`` less a ``"fwd"``
+    (negative calls). The counts follow each loss of :mod:`robattr.train.losses` at batch
+    ``b``: an attack step is a gradient of the batch; IG-NORM's attack takes the gradient of
+    an IG of ``ig_steps // approx_factor`` points through its graph (a ``grad2`` of ``b * n``
+    rows) at each of its steps and once more for the loss; IGR adds to TRADES an IG of
+    ``ig_steps`` points at two inputs kept in the graph; SSR adds ``C`` backward passes for
+    the input Jacobian and one kept in the graph; the Hessian penalty a gradient kept in
+    the graph, a Hessian-vector product and the backward through both per sample; 003's
+    gradient-alignment losses a detached backward and a gradient kept in the graph. A
+    first-order model: ``robattr plan --check`` compares it with the zoo's recorded times."""
+    s = json.loads(sig) if isinstance(sig, str) else sig
+    b, method, hp = float(s["batch_size"]), s["method"], s.get("loss") or {}
+    classes = NUM_CLASSES.get(s["dataset"], 10)
+    train = [("train", 1, b)]
+    bwd = [("grad", 1, b), ("fwd", -1, -b)]
+    if method == "ce":
+        return train
+    if method == "at":
+        return [("grad", hp.get("steps", 7), hp.get("steps", 7) * b)] + train
+    if method in ("trades", "igr"):
+        k = hp.get("steps", 10)
+        out = [("fwd", 1, b), ("grad", k, k * b), ("train", 2, 2 * b)]
+        if method == "igr":
+            m = hp.get("ig_steps", 10)
+            out.append(("grad2", 1, 2 * m * b))
+        return out
+    if method == "ig_norm":
+        k, n = hp.get("steps", 7), hp.get("ig_steps", 50) // max(1, hp.get("approx_factor", 10))
+        return [("grad2", k + 1, (k + 1) * n * b)] + train
+    if method == "ssr":
+        return train + [(kind, classes * c, classes * r) for kind, c, r in bwd] \
+            + [("grad2", 1, b)]
+    if method == "hessian":
+        n = hp.get("samples", 1)
+        return train + [("grad2", n, n * b), ("hvp", n, n * b)]
+    if method in ("l2", "cosd", "l2_cosd"):
+        return train + bwd + [("grad2", 1, b)]
+    raise ValueError(f"no cost model for the loss {method!r}: add it to robattr.cost.step_passes")
 
 
 def steps_of(cfg: dict, n: float, batch: int | None = None, what="training steps") -> Work:

@@ -211,8 +211,8 @@ def test_a_cpu_calibration_is_the_faster_of_one_thread_and_all(monkeypatch, two_
     monkeypatch.setattr(calibration, "_timed", timed)
     t0, t1 = calibration._measure_pass("grad", "mlp:1x1x4:2", plan_device())
     assert t0 + 64 * t1 < 0.01 and set(seen) == {1, 2}
-    sig = cost.step_signature(zoo.config("digits", "mlp", "ce", batch_size=16))
-    assert calibration._measure_step(sig, plan_device()) < 0.01
+    t0, t1 = calibration._measure_pass("train", "mlp:1x1x4:2", plan_device())
+    assert t0 + 64 * t1 < 0.01
     assert calibration._measure_eigh() < 0.01 / 384 ** 3 and calibration._measure_matmul() < 1e-9
     assert torch.get_num_threads() == 2                          # restored
 
@@ -230,6 +230,8 @@ def test_timed_takes_the_minimum_and_stops_when_it_cannot_win(monkeypatch):
     # warm-up (9 s, not counted), then at least 3 runs, more within the budget, at most 5
     assert calibration._timed(runs(9, 5, 1, 3, 2, 4), lambda: None, budget=100.0, most=5) == 1.0
     assert calibration._timed(runs(9, 5, 1, 3, 2, 4), lambda: None, budget=8.0, most=5) == 1.0
+    # a warm-up longer than the budget: one timed run is enough
+    assert calibration._timed(runs(9, 5, 1), lambda: None, budget=2.0) == 5.0
     # another thread count already did it in 0.5 s: a first run of 3 s cannot win
     assert calibration._timed(runs(9, 3), lambda: None, budget=100.0, beat=0.5) == 3.0
     assert calibration._timed(runs(9, 0.8, 0.6, 0.7, 9, 9), lambda: None, budget=2.0,
@@ -239,8 +241,8 @@ def test_timed_takes_the_minimum_and_stops_when_it_cannot_win(monkeypatch):
 def test_a_real_measurement_is_positive_and_grows_with_the_batch(monkeypatch, tmp_path):
     t0, t1 = calibration._measure_pass("grad", "mlp:1x1x4:2", plan_device())
     assert t0 > 0 and t1 >= 0
-    sig = cost.step_signature(zoo.config("digits", "mlp", "ce", batch_size=16))
-    assert calibration._measure_step(sig, plan_device()) > 0
+    t0, t1 = calibration._measure_pass("train", "mlp:1x1x4:2", plan_device())
+    assert t0 > 0 and t1 >= 0
 
 
 def plan_device():
@@ -263,7 +265,8 @@ def fake_costs(tmp_path, monkeypatch):
             if w.kind in calibration._PASSES:
                 cal.passes.setdefault(f"{w.kind}|{w.family}", (1e-3, 1e-5))
             elif w.kind == "step":
-                cal.steps[w.family] = 0.01
+                for key in calibration._step_keys(w.family):
+                    cal.passes.setdefault(key, (1e-3, 1e-5))
         return cal
 
     monkeypatch.setattr(plan, "calibrate", fake)
@@ -296,7 +299,8 @@ def test_plan_splits_models_into_cached_train_and_shared(fake_costs):
     cfg = first.models[0].config
     steps = cfg["epochs"] * math.ceil(cost.TRAIN_SIZES["digits"] / cfg["batch_size"])
     assert first.models[0].steps == steps
-    assert first.models[0].seconds == pytest.approx(steps * 0.01 + 1e-3 * 2 + 360 * 1e-5)
+    step = 1e-3 + cfg["batch_size"] * 1e-5                     # a CE step: one "train" pass
+    assert first.models[0].seconds == pytest.approx(steps * step + 1e-3 * 2 + 360 * 1e-5)
     cache_model(cfg)
     again = {nb.key: nb for nb in plan.plan(ROOT, "quick", only="example/*").notebooks}
     m = again["example/digits_saliency"].models[0]
@@ -400,7 +404,7 @@ def test_check_training_compares_this_devices_models_with_their_records(fake_cos
     rows = plan_check.check_training("cpu")
     assert [r["key"] for r in rows] == [plan._zoo_key(cfg)]        # the other machine's is left out
     steps = math.ceil(cost.TRAIN_SIZES["digits"] / cfg["batch_size"])
-    assert rows[0]["estimate"] == pytest.approx(steps * 0.01)
+    assert rows[0]["estimate"] == pytest.approx(steps * (1e-3 + cfg["batch_size"] * 1e-5))
     assert rows[0]["recorded"] == pytest.approx(0.3)
     assert rows[0]["ratio"] == pytest.approx(rows[0]["estimate"] / 0.3)
     text = plan_check.format_training_check(rows, full=True)

@@ -3,14 +3,16 @@
 Each :class:`robattr.cost.Work` item is priced by a linear model per call,
 ``t0 + rows * t1``, whose two constants :func:`calibrate` measures per model shape and
 kind of pass (forward, gradient, gradient of a gradient, Hessian-vector product, attack
-step) on random inputs, taking the fastest of several runs and, on a CPU, the faster of
+step, cross-entropy training step) on random inputs, taking the fastest of several runs and, on a CPU, the faster of
 one thread and torch's thread count: the estimate is for an unloaded machine. (On a
 loaded CPU, torch's threads wait for busy cores and small passes run tens to hundreds of
 times slower than with one thread: a calibration at the full thread count would measure
 the load, and a notebook run that way is slowed as much, which no estimate foresees;
-``OMP_NUM_THREADS=1`` avoids it on a shared machine.) Training steps, numpy draws, dense
-eigenproblems and products, and the fixed cost of a notebook and of a figure are measured
-too. Calibrations are cached in ``<cache>/plan/`` by device name, torch version, on a CPU
+``OMP_NUM_THREADS=1`` avoids it on a shared machine.) A training step of any loss is priced
+from its family's passes (:func:`robattr.cost.step_passes`), so a model family costs a
+handful of small measurements however many losses and hyper-parameters train on it. Numpy
+draws, dense eigenproblems and products, and the fixed cost of a notebook and of a figure
+are measured too. Calibrations are cached in ``<cache>/plan/`` by device name, torch version, on a CPU
 thread count, and :data:`CALIBRATION_VERSION`.
 """
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from robattr.catalog import NUM_CLASSES, SHAPES
-from robattr.cost import Work, dataset_shape
+from robattr.cost import Work, dataset_shape, family, step_passes
 
 __all__ = ["Calibration", "CALIBRATION_VERSION", "calibrate"]
 
@@ -48,7 +50,7 @@ def _device_slug(device) -> tuple[str, str]:
 @dataclass
 class Calibration:
     """Measured costs on one device: ``passes[kind|family] = (t0, t1)`` (seconds per call
-    and per row), ``steps[signature]`` (seconds per training step), ``numpy`` (seconds per
+    and per row; a training step is priced from them, :func:`_step_keys`), ``numpy`` (seconds per
     draw), ``eigh`` (seconds per size**3), ``matmul`` (seconds per float64 multiply-add of
     a dense product), ``notebook`` (kernel start and imports) and ``figure`` (one figure
     drawn and shown), seconds."""
@@ -56,7 +58,6 @@ class Calibration:
     device: str
     description: str
     passes: dict = field(default_factory=dict)
-    steps: dict = field(default_factory=dict)
     numpy: float | None = None
     eigh: float | None = None
     matmul: float | None = None
@@ -65,7 +66,10 @@ class Calibration:
 
     def cost(self, w: Work) -> float:
         if w.kind == "step":
-            return w.calls * self.steps[w.family]
+            fam = _step_family(w.family)
+            return w.calls * sum(c * self.passes[f"{kind}|{fam}"][0]
+                                 + r * self.passes[f"{kind}|{fam}"][1]
+                                 for kind, c, r in step_passes(w.family))
         if w.kind == "numpy":
             return w.rows * self.numpy
         if w.kind == "eigh":
@@ -77,8 +81,20 @@ class Calibration:
 
 
 #: The way :func:`calibrate` measures; a calibration cached by another version is measured
-#: again (2: the faster of one thread and all threads, more repetitions).
-CALIBRATION_VERSION = 2
+#: again (2: the faster of one thread and all threads, more repetitions; 3: training steps
+#: priced from their family's passes, a CE training step among them).
+CALIBRATION_VERSION = 3
+
+
+def _step_family(sig: str) -> str:
+    s = json.loads(sig)
+    return family(s["dataset"], s["arch"])
+
+
+def _step_keys(sig: str) -> set[str]:
+    """The ``kind|family`` passes a training step of signature ``sig`` is priced from."""
+    fam = _step_family(sig)
+    return {f"{kind}|{fam}" for kind, _, _ in step_passes(sig)}
 
 
 def _calibration_path(slug: str) -> Path:
@@ -107,20 +123,27 @@ def _save_calibration(cal: Calibration, device) -> None:
 
 
 def _timed(fn, sync, budget: float = 0.5, least: int = 3, most: int = 25,
-           beat: float | None = None) -> float:
+           beat: float | None = None, clock=None) -> float:
     """The fastest of the timed runs of ``fn()`` after one warm-up (at least ``least``
-    runs, more while the total stays under ``budget`` seconds, at most ``most``): on a
+    runs, or one when the warm-up alone took over ``budget``; more while the total stays
+    under ``budget`` seconds, at most ``most``): on a
     shared machine the other processes only ever add time, so the minimum is the cost of
     the work. ``beat``: a time already measured another way (another thread count); when
-    the first timed run is more than twice as slow, measuring on cannot beat it and stops."""
+    the first timed run is more than twice as slow, measuring on cannot beat it and stops.
+    ``clock``: wall time, or the process's CPU time for one thread on a CPU (what the pass
+    computed, not how long other processes kept it waiting; default wall time)."""
+    clock = clock or time.perf_counter
+    t = clock()
     fn()
     sync()
+    if clock() - t > budget:        # a long pass: one timed run, its noise is small beside it
+        least = 1
     times = []
     while len(times) < least or (sum(times) < budget and len(times) < most):
-        t = time.perf_counter()
+        t = clock()
         fn()
         sync()
-        times.append(time.perf_counter() - t)
+        times.append(clock() - t)
         if beat is not None and times[0] > 2 * beat:
             break
     return min(times)
@@ -145,7 +168,8 @@ def _fastest(fn, device, **kw) -> float:
     never much slower than one; on a loaded one, threads that wait for busy cores make a
     small pass tens to hundreds of times slower (measured: a gradient of the digits CNN,
     0.2 ms with one thread, 140 ms with two threads on two busy cores), so a calibration
-    at the full thread count alone measures the load, not the work."""
+    at the full thread count alone measures the load, not the work. One thread is timed
+    in process CPU time, which other processes on the machine do not inflate."""
     sync = _sync(device)
     if device.type != "cpu":
         return _timed(fn, sync, **kw)
@@ -153,8 +177,9 @@ def _fastest(fn, device, **kw) -> float:
 
     best = None
     for n in dict.fromkeys((1, torch.get_num_threads())):
+        clock = time.process_time if n == 1 else None
         with _threads(n):
-            t = _timed(fn, sync, beat=best, **kw)
+            t = _timed(fn, sync, beat=best, clock=clock, **kw)
         best = t if best is None else min(best, t)
     return best
 
@@ -183,16 +208,20 @@ def _family_model(fam: str, device):
     return model.to(dtype), shape, dtype
 
 
-_PASSES = ("fwd", "grad", "grad2", "hvp", "astep")
+_PASSES = ("fwd", "grad", "grad2", "hvp", "astep", "train")
+#: The larger batch of a pass measurement takes about this long at the one-row time.
+BIG_BATCH_SECONDS = 0.05
 
 
 def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
     """(t0, t1) of one pass of ``kind`` on the family's model: timed at 1 row and at a
-    larger batch, ``t(b) = t0 + b * t1``."""
+    larger batch, ``t(b) = t0 + b * t1``. The larger batch is as many rows as fit in about
+    :data:`BIG_BATCH_SECONDS` at the one-row time (2 to 64), so a costly pass (an attack
+    step of a ResNet) is timed on a few rows, a cheap one on many."""
     import torch
 
     model, shape, dtype = _family_model(fam, device)
-    big = 64 if math.prod(shape) <= 4096 else (16 if math.prod(shape) <= 65536 else 4)
+    model_classes = int(fam.split(":")[2])
 
     def run(b):
         x = torch.rand((b, *shape), device=device, dtype=dtype)
@@ -200,15 +229,24 @@ def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
             def f():
                 with torch.no_grad():
                     model(x)
-        elif kind == "astep":        # robattr's top-k attack, 4 steps (its setup shared)
+        elif kind == "train":        # one cross-entropy step: forward, backward, Adam
+            model.train()
+            y = torch.randint(0, model_classes, (b,), device=device)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-6)
+
+            def f():
+                opt.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+        elif kind == "astep":        # robattr's top-k attack, 2 steps (its setup shared)
             from robattr.attacks import topk_attack
 
             y = torch.zeros(b, dtype=torch.long, device=device)
 
             def f():
-                topk_attack(model, x, y, k=min(4, shape[-1] * shape[-2]), eps=0.03, steps=4,
+                topk_attack(model, x, y, k=min(4, shape[-1] * shape[-2]), eps=0.03, steps=2,
                             criterion="mass")
-            return _fastest(f, device) / 4
+            return _fastest(f, device) / 2
         elif kind == "hvp":
             xg = x.clone().requires_grad_(True)
             (g,) = torch.autograd.grad(model(xg)[:, 0].sum(), xg, create_graph=True)
@@ -225,52 +263,11 @@ def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
                     torch.autograd.grad(g.pow(2).sum(), xg)
         return _fastest(f, device)
 
-    t_small, t_big = run(1), run(big)
+    t_small = run(1)
+    big = int(min(64, max(2, BIG_BATCH_SECONDS / max(t_small, 1e-9))))
+    t_big = run(big)
     t1 = max(0.0, (t_big - t_small) / (big - 1))
     return max(t_small - t1, 1e-6), t1
-
-
-def _measure_step(sig: str, device) -> float:
-    """Seconds of one training step (loss, backward, optimizer step) of a signature, on
-    random inputs of the dataset's shape: measured at the batch size on CUDA; on a CPU at
-    up to 8 and up to 32 rows and extended linearly to the batch size."""
-    import torch
-
-    from robattr import data
-    from robattr.models import build
-    from robattr.train import OPTIMIZERS, make_loss
-
-    s = json.loads(sig)
-    shape = dataset_shape(s["dataset"])
-    classes = NUM_CLASSES.get(s["dataset"], 10)
-    info = data.info(s["dataset"]) if s["dataset"] in SHAPES else None
-    if info is None:
-        import types
-        info = types.SimpleNamespace(shape=shape, num_classes=classes, mean=(0.5,) * shape[0],
-                                     std=(0.25,) * shape[0])
-    model = build(s["arch"], info, s["activation"], s["beta"]).to(device).train()
-    loss = make_loss(s["method"], **s["loss"])
-    opt = OPTIMIZERS[s["optimizer"]](model.parameters(), 1e-3, 0.0)
-
-    def run(b):
-        x = torch.rand((b, *shape), device=device)
-        y = torch.randint(0, classes, (b,), device=device)
-
-        def f():
-            opt.zero_grad(set_to_none=True)
-            value, _ = loss(model, x, y)
-            value.backward()
-            opt.step()
-        return _fastest(f, device, least=2, most=3)
-
-    bs = s["batch_size"]
-    if device.type == "cuda" or bs <= 8:
-        return run(bs)
-    lo, hi = min(bs, 8), min(bs, 32)
-    t_lo, t_hi = run(lo), run(hi)
-    if hi == bs:
-        return t_hi
-    return max(t_hi, t_hi + (bs - hi) * (t_hi - t_lo) / (hi - lo))
 
 
 def _measure_numpy() -> float:
@@ -321,6 +318,8 @@ def _measure_notebook(device) -> tuple[float, float]:
     import nbformat
     import papermill
 
+    from robattr.book.execution import environ
+
     with tempfile.TemporaryDirectory() as tmp:
         src, out, probe = Path(tmp, "probe.ipynb"), Path(tmp, "out.ipynb"), Path(tmp, "fig.json")
         nb = nbformat.v4.new_notebook()
@@ -329,21 +328,13 @@ def _measure_notebook(device) -> tuple[float, float]:
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                      "language": "python"}
         nbformat.write(nb, src)
-        old = os.environ.get("ROBATTR_PLAN_PROBE")
-        os.environ["ROBATTR_PLAN_PROBE"] = str(probe)
-        runs = []
-        try:
-            for _ in range(2):                 # the faster of two runs, as in _timed
-                t = time.perf_counter()
-                papermill.execute_notebook(str(src), str(out), progress_bar=False, cwd=tmp,
-                                           kernel_name="python3")
-                runs.append((time.perf_counter() - t, json.loads(probe.read_text())))
-        finally:
-            if old is None:
-                os.environ.pop("ROBATTR_PLAN_PROBE", None)
-            else:
-                os.environ["ROBATTR_PLAN_PROBE"] = old
-    total, figure = min(runs)
+        # one run: a kernel start takes seconds, and its noise is small beside them
+        with environ({"ROBATTR_PLAN_PROBE": str(probe)}):
+            t = time.perf_counter()
+            papermill.execute_notebook(str(src), str(out), progress_bar=False, cwd=tmp,
+                                       kernel_name="python3")
+            total = time.perf_counter() - t
+        figure = json.loads(probe.read_text())
     return max(total - 3 * figure, 0.0), figure
 
 
@@ -356,14 +347,15 @@ def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
 
     device = get_device(device)
     cal = _load_calibration(device)
-    todo_p = sorted({f"{w.kind}|{w.family}" for w in works if w.kind in _PASSES}
-                    - set(cal.passes))
-    todo_s = sorted({w.family for w in works if w.kind == "step"} - set(cal.steps))
+    needed = {f"{w.kind}|{w.family}" for w in works if w.kind in _PASSES}
+    for sig in {w.family for w in works if w.kind == "step"}:
+        needed |= _step_keys(sig)
+    todo_p = sorted(needed - set(cal.passes))
     need_np = cal.numpy is None and any(w.kind == "numpy" for w in works)
     need_eig = cal.eigh is None and any(w.kind == "eigh" for w in works)
     need_mm = cal.matmul is None and any(w.kind == "matmul" for w in works)
     need_nb = notebook and (cal.notebook is None or cal.figure is None)
-    n = len(todo_p) + len(todo_s) + need_np + need_eig + need_mm + need_nb
+    n = len(todo_p) + need_np + need_eig + need_mm + need_nb
     if not n:
         return cal
     if log:
@@ -371,13 +363,6 @@ def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
     for key in todo_p:
         kind, fam = key.split("|", 1)
         cal.passes[key] = list(_measure_pass(kind, fam, device))
-    for i, sig in enumerate(todo_s):
-        if log:
-            s = json.loads(sig)
-            log(f"  training step {i + 1}/{len(todo_s)}: {s['dataset']} {s['arch']} "
-                f"{s['method']}, batch {s['batch_size']}")
-        cal.steps[sig] = _measure_step(sig, device)
-        _save_calibration(cal, device)
     if need_np:
         cal.numpy = _measure_numpy()
     if need_eig:

@@ -305,7 +305,7 @@ def plan(root=None, profile: str = "quick", only: str | None = None, *,
                 planned.add(key)
                 tw = _training_works(cfg)
                 models.append(ModelPlan(key, cfg, "train", sum(cal.cost(w) for w in tw),
-                                        int(tw[0].calls), cal.steps[tw[0].family]))
+                                        int(tw[0].calls), cal.cost(steps_of(cfg, 1))))
         costs: dict[str, float] = {}
         for w in works:
             costs[w.what or w.kind] = costs.get(w.what or w.kind, 0.0) + cal.cost(w)

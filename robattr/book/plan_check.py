@@ -18,7 +18,7 @@ from robattr.book.calibration import calibrate
 from robattr.book.notebooks import discover, project_root
 from robattr.book.plan import ModelPlan, _hms, _n_train, _select, _zoo_key, plan
 from robattr.book.profiles import load_profile, resolve
-from robattr.cost import step_signature, steps_of
+from robattr.cost import steps_of
 
 __all__ = ["check_against_stamps", "check_run", "format_check", "check_training",
            "format_training_check"]
@@ -144,7 +144,7 @@ def check_training(device="auto", *, log: Callable[[str], None] | None = None) -
     out = []
     for cfg, spe in metas:
         steps = max(1, math.ceil(_n_train(cfg) / cfg["batch_size"]))
-        est = steps * cal.steps[step_signature(cfg)]
+        est = steps * cal.cost(steps_of(cfg, 1))
         out.append({"key": _zoo_key(cfg), "model": ModelPlan("", cfg, "").label,
                     "estimate": est, "recorded": spe, "ratio": est / spe})
     return out
