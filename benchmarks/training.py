@@ -2,7 +2,7 @@
 
     python benchmarks/training.py [--archs lenet cnn] [--losses ...] [--steps 3]
                                   [--n 50000] [--batch-size 128] [--device auto]
-                                  [--threads N]
+                                  [--threads N] [--pipeline-batches 20]
 
 The default is a small run (3 timed steps per loss at batch 128). On a GPU, the papers'
 architectures and the losses they time::
@@ -51,6 +51,14 @@ copies of ../shared/papers/tables):
 
 A CPU run compares a different machine's balance of compute and memory traffic than
 the papers' GPUs.
+
+"img/s" is the examples per second of one loss's step (batch size / step time). After the
+tables, "the trainer's own loop" times ``robattr.train.fit`` (CE, --pipeline-batches
+batches of uint8 CIFAR-shaped images held in memory, the medium recipe: random crop and
+flip, one-cycle schedule) against the same number of bare CE steps on ready float batches
+of the same model: the difference is the share of a training step spent outside the model
+(cutting, converting and augmenting the batch, the schedule, Python), both in process CPU
+time on the CPU.
 """
 from __future__ import annotations
 
@@ -196,7 +204,53 @@ def bench(arch: str, names: list[str], args, dev) -> list[dict]:
             r["times"].append(clock() - t0)
         print(f"  timed step {i}/{args.steps}", flush=True)
     return [dict(loss=name, sec_epoch=min(r["times"]) * per_epoch, flops=r["flops"],
-                 mem=r["mem"], state=r["state"]) for name, r in runs.items()]
+                 mem=r["mem"], state=r["state"], img_s=args.batch_size / min(r["times"]))
+            for name, r in runs.items()]
+
+
+def pipeline(arch: str, args, dev) -> None:
+    """The share of a CE training step outside the model: ``robattr.train.fit`` on uint8
+    images held in memory (crop + flip, one-cycle) against bare steps on ready batches."""
+    import torch
+
+    from robattr.models import build
+    from robattr.train import fit, make_loss
+
+    if arch not in CIFAR_ARCHS:
+        return
+    n = args.pipeline_batches * args.batch_size
+    g = torch.Generator().manual_seed(args.seed)
+    images = torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=g)
+    labels = torch.randint(0, 10, (n,), generator=g)
+    info = {"shape": (3, 32, 32), "num_classes": 10, "mean": (0.4914, 0.4822, 0.4465),
+            "std": (0.2470, 0.2435, 0.2616)}
+    clock = time.perf_counter if dev.type == "cuda" else time.process_time
+    torch.manual_seed(args.seed)
+    model = build(arch, info, "softplus", 3.0).to(dev)
+    fit(model, (images[:args.batch_size], labels[:args.batch_size]), epochs=1,
+        batch_size=args.batch_size, device=dev, progress=False, measure_memory=False)  # warm-up
+    t0 = clock()
+    fit(model, (images, labels), epochs=1, batch_size=args.batch_size, device=dev,
+        progress=False, measure_memory=False, augment="crop+flip", schedule="onecycle")
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    loop = clock() - t0
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss = make_loss("ce")
+    ready = [(images[i:i + args.batch_size].float().div(255).to(dev),
+              labels[i:i + args.batch_size].to(dev))
+             for i in range(0, n, args.batch_size)]
+    t0 = clock()
+    for x, y in ready:
+        _step(model, opt, loss, x, y)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    bare = clock() - t0
+    print(f"{arch}, the trainer's own loop (CE, {args.pipeline_batches} batches of "
+          f"{args.batch_size}, crop+flip, one-cycle): {n / loop:.0f} img/s; bare CE steps on "
+          f"ready batches: {n / bare:.0f} img/s; outside the model: "
+          f"{100 * max(0.0, 1 - bare / loop):.0f} % of the loop")
 
 
 def _x(value: float | None) -> str:
@@ -212,8 +266,8 @@ def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
     def p003(label, resource):
         return paper["003"].get((model_003, label, resource)) if label and model_003 else None
 
-    group = (f"{'':<10} {' time ':-^41} | {' FLOPs ':-^24} | {' memory ':-^36}")
-    head = (f"{'loss':<10} {'s/epoch':>9} {'xCE':>7} {'003 xCE':>7} {'xAT':>7} {'000 xAT':>7} | "
+    group = (f"{'':<10} {' time ':-^49} | {' FLOPs ':-^24} | {' memory ':-^36}")
+    head = (f"{'loss':<10} {'img/s':>7} {'s/epoch':>9} {'xCE':>7} {'003 xCE':>7} {'xAT':>7} {'000 xAT':>7} | "
             f"{'GFLOP':>8} {'xCE':>7} {'xAT':>7} | {mem_unit:>9} {'xCE':>7} {'+state':>8} "
             f"{'003 xCE':>8}")
     print(f"\n{arch} (state = parameters, gradients and Adam moments: "
@@ -223,7 +277,7 @@ def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
     print("-" * len(head))
     for r in rows:
         label = PAPER_003.get(r["loss"])
-        print(f"{r['loss']:<10} {r['sec_epoch']:>9.2f} {_x(r['sec_epoch'] / ce['sec_epoch']):>7} "
+        print(f"{r['loss']:<10} {r['img_s']:>7.0f} {r['sec_epoch']:>9.2f} {_x(r['sec_epoch'] / ce['sec_epoch']):>7} "
               f"{_x(p003(label, 'time')):>7} {_x(r['sec_epoch'] / at['sec_epoch']):>7} "
               f"{_x(paper['000'].get(PAPER_000.get(r['loss']))):>7} | "
               f"{r['flops'] / 1e9:>8.1f} {_x(r['flops'] / ce['flops']):>7} "
@@ -234,7 +288,7 @@ def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
     for label in PAPER_003_ONLY:
         pt, pm = p003(label, "time"), p003(label, "memory")
         if pt is not None or pm is not None:
-            print(f"{label[:10]:<10} {'--':>9} {'--':>7} {_x(pt):>7} {'--':>7} {'--':>7} | "
+            print(f"{label[:10]:<10} {'--':>7} {'--':>9} {'--':>7} {_x(pt):>7} {'--':>7} {'--':>7} | "
                   f"{'--':>8} {'--':>7} {'--':>7} | {'--':>9} {'--':>7} {'--':>8} {_x(pm):>8}"
                   "   (not in robattr)")
     print(f"003 xCE: 003 Table 2, CIFAR10 {model_003 or '-- (no such model)'}, relative to CE. "
@@ -259,7 +313,11 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    ap.add_argument("--pipeline-batches", type=int, default=20,
+                    help="batches of the trainer-loop measurement (0: skip it)")
     args = ap.parse_args(argv)
+    if args.pipeline_batches < 0:
+        ap.error(f"--pipeline-batches must be >= 0, got {args.pipeline_batches}")
     for key in ("steps", "n", "batch_size"):
         if getattr(args, key) < 1:
             ap.error(f"--{key.replace('_', '-')} must be >= 1, got {getattr(args, key)}")
@@ -279,6 +337,8 @@ def main(argv=None) -> None:
     for arch in args.archs:
         rows = bench(arch, names, args, dev)
         print_table(arch, rows, paper, dev)
+        if args.pipeline_batches:
+            pipeline(arch, args, dev)
     print(f"\n(total {time.perf_counter() - t0:.0f} s)")
 
 
