@@ -1,6 +1,7 @@
 """End to end: every notebook through the pipeline (smoke profile), then the HTML book."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -40,7 +41,12 @@ def built(tmp_path_factory):
         shutil.copytree(ROOT / "book" / "mathjax", dst / "book" / "mathjax")
     mp = pytest.MonkeyPatch()
     mp.setenv("ROBATTR_CACHE", str(dst / "cache"))
-    report = builder.build(dst, profile="smoke", progress=False, log=lambda *a: None)
+    # two notebooks at once on a machine with two cores or more (CI has two): each kernel
+    # then runs one torch thread (executors.worker_threads), and the zoo's lock lets one of
+    # them train a model both need
+    jobs = min(2, os.cpu_count() or 1)
+    report = builder.build(dst, profile="smoke", progress=False, jobs=jobs,
+                           log=lambda *a: None)
     yield dst, report
     mp.undo()
 
