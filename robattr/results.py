@@ -16,9 +16,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "record", "rows", "read"]
+__all__ = ["ENV", "NOTEBOOK_ENV", "record", "rows", "read"]
 
 ENV = "ROBATTR_RESULTS"
+#: The key of the notebook a kernel runs (``wang2020/table2_attacks``), set by the pipeline.
+NOTEBOOK_ENV = "ROBATTR_NOTEBOOK"
 _ROWS: list[dict[str, Any]] = []
 
 

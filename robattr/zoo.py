@@ -41,6 +41,7 @@ __all__ = [
     "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
     "config", "config_hash", "zoo_dir", "paths", "stats", "reset_stats", "training_log",
     "TRAIN_SIZE_ENV", "effective_train_size", "RECIPE_ENV", "effective_recipe",
+    "REQUESTS_ENV", "request_log",
 ]
 
 #: Environment variable with the default ``train_size`` (set from a profile's ``train_size:``).
@@ -327,15 +328,17 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
     metadata's ``train_images`` says how many). ``augment`` (``"crop"``, ``"flip"``,
     ``"crop+flip"``) and ``schedule`` (``"cosine"``, ``"onecycle"``) set the training
     recipe (:mod:`robattr.train.batches`; left out: the dataset's entry in
-    ``$ROBATTR_RECIPE``, which a profile's ``recipe:`` sets, else none and a step schedule). ``retrain=True`` discards a cached copy. Every
-    call returns a fresh module; its metadata (config, test accuracy, timings, versions)
-    is ``model.zoo_meta``.
+    ``$ROBATTR_RECIPE``, which a profile's ``recipe:`` sets, else none and a step schedule).
+    ``retrain=True`` discards a cached copy. Every call returns a fresh module; its
+    metadata (config, test accuracy, timings, versions) is ``model.zoo_meta``. With
+    ``$ROBATTR_ZOO_REQUESTS`` set, every call is logged there (:func:`request_log`).
     """
     cfg = config(dataset, arch, method, epochs=epochs, lr=lr, batch_size=batch_size,
                  optimizer=optimizer, weight_decay=weight_decay, milestones=milestones,
                  seed=seed, activation=activation, beta=beta, train_size=train_size,
                  augment=augment, schedule=schedule, **loss_hparams)
     key = _key(cfg)
+    _log_request(key, cfg)
     dev = get_device(device)
     if retrain:
         _remove(*paths(key))
@@ -466,6 +469,34 @@ def _train_lock(key: str, poll: float = 0.5):
     finally:
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
+
+
+#: Environment variable naming a file where every :func:`get_model` call is logged.
+REQUESTS_ENV = "ROBATTR_ZOO_REQUESTS"
+
+
+def _log_request(key: str, cfg: dict[str, Any]) -> None:
+    path = os.environ.get(REQUESTS_ENV)
+    if not path:
+        return
+    from robattr import results
+
+    line = json.dumps({"key": key, "config": cfg,
+                       "notebook": os.environ.get(results.NOTEBOOK_ENV, ""),
+                       "pid": os.getpid()}, sort_keys=True)
+    with open(path, "a") as fh:             # one short line per call: appends do not interleave
+        fh.write(line + "\n")
+
+
+def request_log(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The :func:`get_model` calls logged in ``path`` (``$ROBATTR_ZOO_REQUESTS``), one dict
+    per call: ``key``, ``config``, ``notebook`` (the calling notebook's key,
+    ``$ROBATTR_NOTEBOOK``; empty outside the pipeline) and ``pid``.
+    Cache hits count as well as trainings: it says which models each notebook asks for."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
 
 
 def _log_training(meta: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """End to end: every notebook through the pipeline (smoke profile), then the HTML book."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from robattr.book import builder, profiles
+from robattr import zoo
+from robattr.book import builder, plan, profiles
 from robattr.book.notebooks import discover
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +43,9 @@ def built(tmp_path_factory):
         shutil.copytree(ROOT / "book" / "mathjax", dst / "book" / "mathjax")
     mp = pytest.MonkeyPatch()
     mp.setenv("ROBATTR_CACHE", str(dst / "cache"))
+    mp.delenv("ROBATTR_TRAIN_SIZE", raising=False)
+    mp.delenv("ROBATTR_RECIPE", raising=False)
+    mp.setenv(zoo.REQUESTS_ENV, str(dst / "zoo-requests.jsonl"))   # every get_model call
     # two notebooks at once on a machine with two cores or more (CI has two): each kernel
     # then runs one torch thread (executors.worker_threads), and the zoo's lock lets one of
     # them train a model both need
@@ -57,6 +62,21 @@ def test_every_notebook_runs_in_the_smoke_profile(built):
     assert report.failed == [], "\n".join(map(str, report.failed))
     keys = {nb.key for nb in discover(dst)}
     assert set(report.executed) == keys
+
+
+@pytest.mark.slow
+def test_every_notebook_asks_the_zoo_for_exactly_its_declared_models(built):
+    """robattr plan's declarations (robattr/chapters/<key>/plan.py) against the smoke run:
+    the zoo models each notebook asked for (cache hits included) are the ones it declares."""
+    dst, report = built
+    asked: dict[str, set] = {}
+    for call in zoo.request_log(dst / "zoo-requests.jsonl"):
+        asked.setdefault(call["notebook"], set()).add(json.dumps(call["config"], sort_keys=True))
+    prof = profiles.load_profile("smoke")
+    for nb in discover(dst):
+        params = profiles.resolve(nb, prof)
+        declared = {json.dumps(c, sort_keys=True) for c in plan.declared_models(nb.key, params)}
+        assert asked.get(nb.key, set()) == declared, nb.key
 
 
 @pytest.mark.slow

@@ -476,25 +476,5 @@ def test_available_flowers_folders_digits_and_root(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ declarations against runs
-CHEAP = {"example/digits_saliency", "wangkong2025/certified_eps"}
-
-
-def trained_configs(cache: Path) -> list[str]:
-    return sorted(json.dumps(json.loads(p.read_text())["config"], sort_keys=True)
-                  for p in (cache / "zoo").glob("*.json"))
-
-
-@pytest.mark.parametrize("key", [pytest.param(k, marks=() if k in CHEAP else pytest.mark.slow)
-                                 for k in KEYS])
-def test_a_smoke_run_trains_exactly_the_declared_models(key, tmp_path, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("ROBATTR_CACHE", str(cache))
-    monkeypatch.delenv("ROBATTR_TRAIN_SIZE", raising=False)
-    nb = notebooks.find(key, notebooks.discover(ROOT))
-    prof = profiles.load_profile("smoke")
-    params = profiles.resolve(nb, prof)
-    failure = builder.run_one(nb, params, root=ROOT, profile="smoke",
-                              output=tmp_path / "out.ipynb", progress=False)
-    assert failure is None, str(failure)
-    declared = plan.declared_models(key, params, profiles.effective_train_size(prof))
-    assert trained_configs(cache) == sorted(json.dumps(c, sort_keys=True) for c in declared)
+# tests/test_book.py::test_every_notebook_asks_the_zoo_for_exactly_its_declared_models checks
+# every declaration against the smoke build's zoo requests (robattr.zoo.request_log).

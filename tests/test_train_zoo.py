@@ -426,3 +426,23 @@ def test_stats_and_training_log_count_hits_and_misses(cache):
     assert zoo.stats() == {"hits": 1, "misses": 1}
     log = zoo.training_log()
     assert list(log["arch"]) == ["mlp"] and log["train_seconds"].iloc[0] > 0
+
+
+def test_the_request_log_records_every_call_with_its_notebook(tmp_path, monkeypatch):
+    from robattr import results
+
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cache"))
+    log = tmp_path / "requests.jsonl"
+    assert zoo.request_log(log) == []
+    monkeypatch.setenv(zoo.REQUESTS_ENV, str(log))
+    monkeypatch.setenv(results.NOTEBOOK_ENV, "ch/one")
+    kw = dict(epochs=1, device="cpu", progress=False)
+    zoo.get_model("digits", "mlp", **kw)
+    zoo.get_model("digits", "mlp", **kw)                  # a cache hit is logged too
+    calls = zoo.request_log(log)
+    assert len(calls) == 2 and calls[0]["key"] == calls[1]["key"]
+    assert calls[0]["config"] == zoo.config("digits", "mlp", epochs=1)
+    assert calls[0]["notebook"] == "ch/one"
+    monkeypatch.delenv(zoo.REQUESTS_ENV)
+    zoo.get_model("digits", "mlp", **kw)
+    assert len(zoo.request_log(log)) == 2                 # unset: nothing logged

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from robattr import results
 from robattr.book.execution import NotebookFailure, execute, results_path
 from robattr.book.executors import (JobResult, handed_references, make_job, run_job, run_jobs,
                                     write_result)
@@ -151,6 +152,7 @@ def run_one(nb: Notebook, params: dict[str, Any], *, root: Path, output: Path | 
     refs = _shown_references(root, nb, profile, prof)
     if output is not None:
         os.environ[PROFILE_ENV] = profile_label(nb, params, prof)
+        os.environ[results.NOTEBOOK_ENV] = nb.key
         os.environ.update(profile_env(prof, nb.key))
         with handed_references(refs):
             return execute(nb, params, Path(output), progress=progress)

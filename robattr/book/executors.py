@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from robattr import results
 from robattr.book.execution import environ, execute, results_path
 from robattr.book.notebooks import Notebook, read_parameters
 from robattr.book.profiles import profile_env, profile_label, resources
@@ -42,7 +43,7 @@ __all__ = ["Job", "JobResult", "handed_references", "make_job", "run_job", "run_
 EXECUTORS = ("local", "ray")
 #: Environment variables a job carries to the process that runs it.
 SHARED_ENV = ("ROBATTR_CACHE", "ROBATTR_DATA", "ROBATTR_ZOO_LOCK_STALE", "ROBATTR_PRECISION",
-              "ROBATTR_TRAIN_SIZE", "ROBATTR_RECIPE")
+              "ROBATTR_TRAIN_SIZE", "ROBATTR_RECIPE", "ROBATTR_ZOO_REQUESTS")
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None 
     claims, the profile's precision and training-set size) and the reference runs to show
     beside its numbers (:func:`robattr.book.reference.for_notebook`)."""
     res = resources(prof, nb.key)
-    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof), **profile_env(prof, nb.key)}
+    env = {**shared_env(), PROFILE_ENV: profile_label(nb, params, prof),
+           results.NOTEBOOK_ENV: nb.key, **profile_env(prof, nb.key)}
     return Job(name=name or nb.key, key=nb.key, source=nb.path.read_bytes(), params=params,
                output_name=output_name or nb.path.name, cpus=res["cpus"], gpus=res["gpus"],
                env=env, references=references or {})
