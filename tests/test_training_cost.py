@@ -47,8 +47,19 @@ def test_table_has_ratios_to_ce_and_at(training, capsys):
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.split() and line.split()[0] in ("ce", "at", "ssr")}
     assert set(rows) == {"ce", "at", "ssr"}       # ce and at are added as the baselines
-    assert rows["ce"][2] == "x1.00" and rows["at"][4] == "x1.00"
-    assert rows["ssr"][5] == "x0.75"              # 000 Table 3: 0.18 h / 0.24 h
+    # columns: loss, img/s, s/epoch, xCE, 003 xCE, xAT, 000 xAT
+    assert float(rows["ce"][1]) > 0 and rows["ce"][3] == "x1.00" and rows["at"][5] == "x1.00"
+    assert rows["ssr"][6] == "x0.75"              # 000 Table 3: 0.18 h / 0.24 h
+
+
+def test_the_trainer_loop_is_compared_with_bare_steps(training, capsys):
+    training.main(["--archs", "lenet", "--losses", "ce", "--steps", "1", "--threads", "1",
+                   "--device", "cpu", "--batch-size", "8", "--pipeline-batches", "2"])
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if x.startswith("lenet, the trainer's own loop"))
+    assert "img/s; bare CE steps on ready batches:" in line and "% of the loop" in line
+    with pytest.raises(SystemExit):
+        training.main(["--pipeline-batches", "-1"])
 
 
 def test_bad_arguments_are_refused(training):
