@@ -34,6 +34,21 @@ def _seed_all(key: str) -> None:
     torch.manual_seed(seed)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache(tmp_path_factory):
+    """The tests' robattr cache (zoo, decoded datasets, plan calibrations): a fresh folder
+    for the session unless ``ROBATTR_CACHE`` is set, so a test run neither reads nor
+    writes the user's cache (tests that need their own still set it themselves)."""
+    if os.environ.get("ROBATTR_CACHE"):
+        yield
+        return
+    os.environ["ROBATTR_CACHE"] = str(tmp_path_factory.mktemp("robattr-cache"))
+    try:
+        yield
+    finally:
+        os.environ.pop("ROBATTR_CACHE", None)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _seeded_module(request):
     """Seed before the module's own module-scoped fixtures (autouse ones run first)."""
