@@ -267,7 +267,8 @@ def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
         return paper["003"].get((model_003, label, resource)) if label and model_003 else None
 
     group = (f"{'':<10} {' time ':-^49} | {' FLOPs ':-^24} | {' memory ':-^36}")
-    head = (f"{'loss':<10} {'img/s':>7} {'s/epoch':>9} {'xCE':>7} {'003 xCE':>7} {'xAT':>7} {'000 xAT':>7} | "
+    head = (f"{'loss':<10} {'img/s':>7} {'s/epoch':>9} {'xCE':>7} {'003 xCE':>7} {'xAT':>7} "
+            f"{'000 xAT':>7} | "
             f"{'GFLOP':>8} {'xCE':>7} {'xAT':>7} | {mem_unit:>9} {'xCE':>7} {'+state':>8} "
             f"{'003 xCE':>8}")
     print(f"\n{arch} (state = parameters, gradients and Adam moments: "
@@ -277,7 +278,8 @@ def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
     print("-" * len(head))
     for r in rows:
         label = PAPER_003.get(r["loss"])
-        print(f"{r['loss']:<10} {r['img_s']:>7.0f} {r['sec_epoch']:>9.2f} {_x(r['sec_epoch'] / ce['sec_epoch']):>7} "
+        print(f"{r['loss']:<10} {r['img_s']:>7.0f} {r['sec_epoch']:>9.2f} "
+              f"{_x(r['sec_epoch'] / ce['sec_epoch']):>7} "
               f"{_x(p003(label, 'time')):>7} {_x(r['sec_epoch'] / at['sec_epoch']):>7} "
               f"{_x(paper['000'].get(PAPER_000.get(r['loss']))):>7} | "
               f"{r['flops'] / 1e9:>8.1f} {_x(r['flops'] / ce['flops']):>7} "
@@ -288,7 +290,8 @@ def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
     for label in PAPER_003_ONLY:
         pt, pm = p003(label, "time"), p003(label, "memory")
         if pt is not None or pm is not None:
-            print(f"{label[:10]:<10} {'--':>7} {'--':>9} {'--':>7} {_x(pt):>7} {'--':>7} {'--':>7} | "
+            print(f"{label[:10]:<10} {'--':>7} {'--':>9} {'--':>7} {_x(pt):>7} {'--':>7} "
+                  f"{'--':>7} | "
                   f"{'--':>8} {'--':>7} {'--':>7} | {'--':>9} {'--':>7} {'--':>8} {_x(pm):>8}"
                   "   (not in robattr)")
     print(f"003 xCE: 003 Table 2, CIFAR10 {model_003 or '-- (no such model)'}, relative to CE. "

@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "SHAPES", "NUM_CLASSES", "TEST_SIZES",
            "PRECISIONS", "TRAIN_SIZE_ENV", "RECIPE_ENV", "AUGMENTATIONS", "SCHEDULES",
-           "check_recipes"]
+           "check_recipes", "recipes_from_env"]
 
 #: Datasets :func:`robattr.data.load` knows by name (any other value is an ImageFolder path).
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "flowers102")
@@ -70,3 +70,19 @@ def check_recipes(recipes: Any, where: str = f"${RECIPE_ENV}") -> dict[str, dict
                                  f"{', '.join(allowed)}, got {spec[field]!r}")
         out[name] = {k: spec[k] for k in ("augment", "schedule") if k in spec}
     return out
+
+
+def recipes_from_env() -> dict[str, dict[str, str]]:
+    """``$ROBATTR_RECIPE`` (JSON, a profile's ``recipe:``) checked by :func:`check_recipes`;
+    empty when unset."""
+    import json
+    import os
+
+    text = os.environ.get(RECIPE_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        recipes = json.loads(text)
+    except ValueError:
+        raise ValueError(f"${RECIPE_ENV} must be JSON, got {text!r}") from None
+    return check_recipes(recipes)

@@ -95,14 +95,9 @@ def effective_recipe(dataset: str, augment: str | None = None,
     given, else ``$ROBATTR_RECIPE``'s entry for the dataset (JSON, see
     :data:`robattr.catalog.RECIPE_ENV`; a profile's ``recipe:`` sets it), else the
     defaults (``"none"``, ``"step"``)."""
-    env = os.environ.get(RECIPE_ENV, "").strip()
     spec = {}
-    if env and (augment is None or schedule is None):
-        try:
-            recipes = json.loads(env)
-        except ValueError:
-            raise ValueError(f"${RECIPE_ENV} must be JSON, got {env!r}") from None
-        spec = catalog.check_recipes(recipes).get(dataset, {})
+    if augment is None or schedule is None:
+        spec = catalog.recipes_from_env().get(dataset, {})
     return (augment if augment is not None else spec.get("augment", DEFAULTS["augment"]),
             schedule if schedule is not None else spec.get("schedule", DEFAULTS["schedule"]))
 

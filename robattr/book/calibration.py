@@ -3,8 +3,9 @@
 Each :class:`robattr.cost.Work` item is priced by a linear model per call,
 ``t0 + rows * t1``, whose two constants :func:`calibrate` measures per model shape and
 kind of pass (forward, gradient, gradient of a gradient, Hessian-vector product, attack
-step, cross-entropy training step) on random inputs, taking the fastest of several runs and, on a CPU, the faster of
-one thread and torch's thread count: the estimate is for an unloaded machine. (On a
+step, cross-entropy training step) on random inputs, taking the fastest of several runs
+and, on a CPU, the faster of one thread and torch's thread count: the estimate is for an
+unloaded machine. (On a
 loaded CPU, torch's threads wait for busy cores and small passes run tens to hundreds of
 times slower than with one thread: a calibration at the full thread count would measure
 the load, and a notebook run that way is slowed as much, which no estimate foresees;
@@ -12,14 +13,13 @@ the load, and a notebook run that way is slowed as much, which no estimate fores
 from its family's passes (:func:`robattr.cost.step_passes`), so a model family costs a
 handful of small measurements however many losses and hyper-parameters train on it. Numpy
 draws, dense eigenproblems and products, and the fixed cost of a notebook and of a figure
-are measured too. Calibrations are cached in ``<cache>/plan/`` by device name, torch version, on a CPU
-thread count, and :data:`CALIBRATION_VERSION`.
+are measured too. Calibrations are cached in ``<cache>/plan/`` by device name, torch
+version, on a CPU thread count, and :data:`CALIBRATION_VERSION`.
 """
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import platform
 import time
@@ -27,8 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from robattr.catalog import NUM_CLASSES, SHAPES
-from robattr.cost import Work, dataset_shape, family, step_passes
+from robattr.cost import Work, family, step_passes
 
 __all__ = ["Calibration", "CALIBRATION_VERSION", "calibrate"]
 
@@ -50,10 +49,10 @@ def _device_slug(device) -> tuple[str, str]:
 @dataclass
 class Calibration:
     """Measured costs on one device: ``passes[kind|family] = (t0, t1)`` (seconds per call
-    and per row; a training step is priced from them, :func:`_step_keys`), ``numpy`` (seconds per
-    draw), ``eigh`` (seconds per size**3), ``matmul`` (seconds per float64 multiply-add of
-    a dense product), ``notebook`` (kernel start and imports) and ``figure`` (one figure
-    drawn and shown), seconds."""
+    and per row; a training step is priced from them, :func:`_step_keys`), ``numpy``
+    (seconds per draw), ``eigh`` (seconds per size**3), ``matmul`` (seconds per float64
+    multiply-add of a dense product), ``notebook`` (kernel start and imports) and
+    ``figure`` (one figure drawn and shown), seconds."""
 
     device: str
     description: str
@@ -67,8 +66,7 @@ class Calibration:
     def cost(self, w: Work) -> float:
         if w.kind == "step":
             fam = _step_family(w.family)
-            return w.calls * sum(c * self.passes[f"{kind}|{fam}"][0]
-                                 + r * self.passes[f"{kind}|{fam}"][1]
+            return w.calls * sum(self.cost(Work(kind, fam, c, r))
                                  for kind, c, r in step_passes(w.family))
         if w.kind == "numpy":
             return w.rows * self.numpy
@@ -126,12 +124,12 @@ def _timed(fn, sync, budget: float = 0.5, least: int = 3, most: int = 25,
            beat: float | None = None, clock=None) -> float:
     """The fastest of the timed runs of ``fn()`` after one warm-up (at least ``least``
     runs, or one when the warm-up alone took over ``budget``; more while the total stays
-    under ``budget`` seconds, at most ``most``): on a
-    shared machine the other processes only ever add time, so the minimum is the cost of
-    the work. ``beat``: a time already measured another way (another thread count); when
-    the first timed run is more than twice as slow, measuring on cannot beat it and stops.
-    ``clock``: wall time, or the process's CPU time for one thread on a CPU (what the pass
-    computed, not how long other processes kept it waiting; default wall time)."""
+    under ``budget`` seconds, at most ``most``): on a shared machine the other processes
+    only ever add time, so the minimum is the cost of the work. ``beat``: a time already
+    measured another way (another thread count); when the first timed run is more than
+    twice as slow, measuring on cannot beat it and stops. ``clock``: wall time (default),
+    or the process's CPU time for one thread on a CPU (what the pass computed, not how long
+    other processes kept it waiting)."""
     clock = clock or time.perf_counter
     t = clock()
     fn()

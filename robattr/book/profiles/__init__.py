@@ -16,7 +16,8 @@ precision on CUDA, :mod:`robattr.precision`), ``train_size:`` (the zoo trains it
 the first *n* images of each train split, :func:`robattr.zoo.effective_train_size`; an
 integer, or ``{default: n, <notebook glob>: n}``), ``recipe:`` (the zoo's training recipe
 per dataset, ``{cifar10: {augment: crop+flip, schedule: onecycle}}``: what a model of that
-dataset trains with unless its notebook says otherwise, :func:`robattr.zoo.effective_recipe`) and
+dataset trains with unless its notebook says otherwise, :func:`robattr.zoo.effective_recipe`)
+and
 ``resources:`` (CPUs and GPUs per notebook, for the executors). :func:`resolve` gives one notebook's values: its
 defaults ← the profile ← the command line, checked against the notebook's rules.
 """
@@ -211,19 +212,14 @@ def effective_train_size(prof: dict, key: str | None = None) -> int | None:
 def effective_recipe(prof: dict) -> dict[str, dict[str, str]] | None:
     """The zoo's recipes by dataset in this profile: the profile's ``recipe:``, else
     ``$ROBATTR_RECIPE`` (JSON), else ``None`` (no augmentation, step schedule)."""
-    import json
-
-    from robattr.catalog import RECIPE_ENV
+    from robattr.catalog import recipes_from_env
 
     if prof.get("recipe"):
         return prof["recipe"]
-    env = os.environ.get(RECIPE_ENV, "").strip()
-    if not env:
-        return None
     try:
-        return check_recipes(json.loads(env)) or None
+        return recipes_from_env() or None
     except ValueError as e:
-        raise ParameterError(f"${RECIPE_ENV}: {e}") from None
+        raise ParameterError(str(e)) from None
 
 
 def profile_label(nb: Notebook, params: dict[str, Any], prof: dict) -> str:
