@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -46,12 +45,7 @@ def built(tmp_path_factory):
     mp.delenv("ROBATTR_TRAIN_SIZE", raising=False)
     mp.delenv("ROBATTR_RECIPE", raising=False)
     mp.setenv(zoo.REQUESTS_ENV, str(dst / "zoo-requests.jsonl"))   # every get_model call
-    # two notebooks at once on a machine with two cores or more (CI has two): each kernel
-    # then runs one torch thread (executors.worker_threads), and the zoo's lock lets one of
-    # them train a model both need
-    jobs = min(2, os.cpu_count() or 1)
-    report = builder.build(dst, profile="smoke", progress=False, jobs=jobs,
-                           log=lambda *a: None)
+    report = builder.build(dst, profile="smoke", progress=False, log=lambda *a: None)
     yield dst, report
     mp.undo()
 
