@@ -359,3 +359,38 @@ def test_tables_show_a_dash_where_a_value_is_missing():
     assert "NaN" not in html and "<td>—</td>" in html and MISSING_NOTE in html
     full = table_html(pd.DataFrame({"a": [1.0]}))
     assert MISSING_NOTE not in full and "<td>1.0</td>" in full
+
+
+def test_show_table_explains_every_missing_cell():
+    import pandas as pd
+    from robattr import viz
+
+    df = pd.DataFrame({"ours": [0.5, np.nan, 0.2], "paper": [0.4, 0.3, np.nan]},
+                      index=["Grad", "RT-Sal", "IG"])
+    html = viz.show_table(df, why={"RT-Sal": viz.NOT_BUILT, "paper": viz.NOT_IN_PAPER})
+    html = getattr(html, "data", html)
+    assert "NaN" not in html and html.count("<td>—</td>") == 2
+    assert "— (RT-Sal): not built" in html and "— (paper): not in the paper" in html
+    # one reason for the whole table
+    one = str(getattr(viz.show_table(df, why=viz.NOT_RUN), "data", ""))
+    assert "— : not run at this tier" not in one and "—: not run at this tier" in one
+    # an unexplained "—" is refused, and so is a reason for a label the table lacks
+    with pytest.raises(ValueError, match=r"\(IG, paper\)"):
+        viz.show_table(df, why={"RT-Sal": viz.NOT_BUILT})
+    with pytest.raises(ValueError, match="names no row or column"):
+        viz.show_table(df, why={"LRP": viz.NOT_BUILT, "ours": "x", "paper": "y"})
+    with pytest.raises(TypeError):
+        viz.show_table([[1, 2]])
+
+
+def test_show_table_transposes_a_wide_table_and_keeps_it_whole():
+    import pandas as pd
+    from robattr import viz
+
+    wide = pd.DataFrame([np.arange(30.0), np.arange(30.0) + 1], index=["ours", "paper"],
+                        columns=[f"c{i}" for i in range(30)])
+    html = str(getattr(viz.show_table(wide, max_columns=12), "data", ""))
+    assert "…" not in html and "..." not in html
+    assert html.count("<tr>") >= 30          # one row per former column
+    full = pd.DataFrame({"a": [1.0]})
+    assert "robattr-missing" not in str(getattr(viz.show_table(full), "data", ""))
