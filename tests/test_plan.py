@@ -478,3 +478,27 @@ def test_available_flowers_folders_digits_and_root(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ declarations against runs
 # tests/test_book.py::test_every_notebook_asks_the_zoo_for_exactly_its_declared_models checks
 # every declaration against the smoke build's zoo requests (robattr.zoo.request_log).
+
+
+def _nbplan(key, seconds, models=()):
+    cfg = {"dataset": "digits", "arch": "cnn", "activation": "relu", "method": "ce", "epochs": 1}
+    return plan.NotebookPlan(key, "cpu", {}, [plan.ModelPlan(k, cfg, s) for k, s in models],
+                             train_seconds=0.0, work_seconds=seconds, fixed_seconds=0.0,
+                             figures=0, reference="n/a", work=[])
+
+
+def test_wall_seconds_schedules_notebooks_on_workers_and_waits_for_shared_models():
+    # a trains model m (100 s); b (10 s) needs m; c (50 s) and d (40 s) need nothing
+    p = plan.Plan("x", [_nbplan("a", 100, [("m", "train")]), _nbplan("b", 10, [("m", "shared")]),
+                        _nbplan("c", 50), _nbplan("d", 40)], [])
+    assert p.wall_seconds(1) == p.seconds == 200
+    # two workers: a on w1 [0, 100]; b on w2 waits for a: [100, 110]; c on w1 [100, 150];
+    # d on w2 [110, 150]
+    assert p.wall_seconds(2) == pytest.approx(150)
+    assert p.wall_seconds(4) == pytest.approx(110)     # b still waits for a
+    assert p.wall_seconds(2) >= max(nb.seconds for nb in p.notebooks)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError):
+            p.wall_seconds(bad)
+    assert "with --jobs 2" in plan.format_table(p, jobs=2)
+    assert "with --jobs" not in plan.format_table(p)

@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--models", action="store_true",
                     help="one line per zoo model: cached (with its recorded seconds per epoch) "
                          "or to train (with its estimate)")
+    pl.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="also estimate the wall time of `robattr build --jobs N` (N notebooks "
+                         "at a time; a notebook waits for the models another one trains)")
     pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     pl.add_argument("--check", action="store_true",
                     help="compare the estimates with the seconds of the book's last build "
@@ -252,7 +255,10 @@ def _plan(root: Path, args) -> int:
             print(plan_check.format_training_check(train, args.models))
         return 0
     p = plan.plan(root, args.profile, args.only, log=log)
-    print(json.dumps(p.to_dict(), indent=1) if args.json else plan.format_table(p, args.models))
+    if args.jobs < 1:
+        raise SystemExit(f"robattr plan: --jobs must be >= 1, got {args.jobs}")
+    print(json.dumps(p.to_dict(), indent=1) if args.json
+          else plan.format_table(p, args.models, args.jobs))
     return 0
 
 

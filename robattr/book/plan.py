@@ -173,6 +173,34 @@ class Plan:
     def seconds(self) -> float:
         return sum(nb.seconds for nb in self.notebooks)
 
+    def wall_seconds(self, jobs: int = 1) -> float:
+        """Estimated wall time of ``robattr build --jobs N``: the notebooks start in plan
+        order, each on the first free worker; a notebook that uses a model which another
+        notebook trains waits until that notebook has finished (a conservative reading of
+        the zoo's lock, which only makes it wait for the model). A worker's kernel has
+        cores/N threads, and each cost is the faster of one thread and all of them
+        (:mod:`robattr.book.calibration`): where threads speed a pass up (large
+        convolutions) a worker is slower than its estimate; the book's small models gain
+        little from a second thread."""
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
+        if jobs == 1:
+            return self.seconds
+        import heapq
+
+        trainer = {m.key: nb.key for nb in self.notebooks for m in nb.models
+                   if m.status == "train"}
+        free = [0.0] * jobs
+        done: dict[str, float] = {}
+        for nb in self.notebooks:
+            start = heapq.heappop(free)
+            waits = [done[trainer[m.key]] for m in nb.models
+                     if m.status == "shared" and trainer.get(m.key) in done]
+            end = max([start] + waits) + nb.seconds
+            done[nb.key] = end
+            heapq.heappush(free, end)
+        return max(done.values(), default=0.0)
+
     def to_dict(self) -> dict:
         nbs = []
         for nb in self.notebooks:
@@ -187,6 +215,7 @@ class Plan:
             d["work"] = [{"what": w, "seconds": s} for w, s in nb.work]
             nbs.append(d)
         return {"profile": self.profile, "seconds": self.seconds,
+                "wall_seconds_jobs2": self.wall_seconds(2),
                 "calibrations": self.calibrations, "notebooks": nbs,
                 "data_missing": sorted({n for nb in self.notebooks
                                         for n, ok in nb.data.items() if not ok}),
@@ -330,8 +359,9 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
-def format_table(p: Plan, models: bool = False) -> str:
-    """The plan as a text table and a total; ``models``: one line per zoo model too."""
+def format_table(p: Plan, models: bool = False, jobs: int = 1) -> str:
+    """The plan as a text table and a total; ``models``: one line per zoo model too;
+    ``jobs`` > 1: the total's wall time with that many notebooks at a time too."""
     rows = [("notebook", "data", "models", "training", "work", "total", "reference")]
     for nb in p.notebooks:
         data = ", ".join(n if ok else f"{n} MISSING" for n, ok in nb.data.items()) or "-"
@@ -369,5 +399,8 @@ def format_table(p: Plan, models: bool = False) -> str:
                    "ROBATTR_DATA sets it)")
     lines.append(f"total: {_hms(p.seconds)} (training {_hms(train)}, {d['models_to_train']} "
                  f"model(s) to train){missing}")
+    if jobs > 1:
+        lines.append(f"with --jobs {jobs} (notebooks {jobs} at a time, one thread each): about "
+                     f"{_hms(p.wall_seconds(jobs))} of wall time")
     return "\n".join(lines)
 
