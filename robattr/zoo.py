@@ -41,7 +41,7 @@ __all__ = [
     "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
     "config", "config_hash", "zoo_dir", "paths", "stats", "reset_stats", "training_log",
     "TRAIN_SIZE_ENV", "effective_train_size", "RECIPE_ENV", "effective_recipe",
-    "REQUESTS_ENV", "request_log",
+    "REQUESTS_ENV", "request_log", "METHOD_DEFAULTS", "default_batch_size",
 ]
 
 #: Environment variable with the default ``train_size`` (set from a profile's ``train_size:``).
@@ -64,6 +64,18 @@ DEFAULTS: dict[str, Any] = {
     "augment": "none",
     "schedule": "step",
 }
+
+
+#: Training defaults that belong to a method. IG-NORM trains at 000's batch of 16 (its
+#: Table 1): its attribution term is summed over the batch, so the batch size weighs it
+#: against the cross-entropy and is part of the method. Every IG-NORM model of the book
+#: that does not set its batch is then one model, trained once.
+METHOD_DEFAULTS: dict[str, dict[str, Any]] = {"ig_norm": {"batch_size": 16}}
+
+
+def default_batch_size(method: str) -> int:
+    """The batch size a zoo model of ``method`` trains with when the caller sets none."""
+    return METHOD_DEFAULTS.get(method, {}).get("batch_size", DEFAULTS["batch_size"])
 
 
 class ZooCacheWarning(UserWarning):
@@ -122,7 +134,7 @@ def _canonical_json(obj: Any) -> str:
 
 
 def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULTS["epochs"],
-           lr: float = DEFAULTS["lr"], batch_size: int = DEFAULTS["batch_size"],
+           lr: float = DEFAULTS["lr"], batch_size: int | None = None,
            optimizer: str = DEFAULTS["optimizer"],
            weight_decay: float = DEFAULTS["weight_decay"],
            milestones: list[int] | None = DEFAULTS["milestones"], seed: int = 0,
@@ -137,7 +149,8 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
     :mod:`robattr.train.batches`; default: :func:`effective_recipe`, i.e. the dataset's
     entry in ``$ROBATTR_RECIPE``, else ``"none"`` and ``"step"``) are in it only when they
     differ from ``"none"`` and ``"step"``, so that the models trained before they existed
-    keep their keys."""
+    keep their keys. ``batch_size`` left out: :func:`default_batch_size` (64; IG-NORM 16,
+    :data:`METHOD_DEFAULTS`)."""
     from robattr.train.batches import check_augment, check_schedule
 
     from robattr.models import ARCHS, _check_activation
@@ -159,7 +172,8 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
         "loss": make_loss(method, **loss_hparams).hparams,
         "epochs": check_int("epochs", epochs, 1),
         "lr": check_number("lr", lr, positive=True),
-        "batch_size": check_int("batch_size", batch_size, 1),
+        "batch_size": check_int("batch_size", default_batch_size(method)
+                                if batch_size is None else batch_size, 1),
         "optimizer": optimizer,
         "weight_decay": check_number("weight_decay", weight_decay),
         "milestones": milestones,
@@ -306,7 +320,7 @@ def _save(key: str, model: nn.Module, meta: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- public API
 def get_model(dataset: str, arch: str, method: str = "ce", *,
               epochs: int = DEFAULTS["epochs"], lr: float = DEFAULTS["lr"],
-              batch_size: int = DEFAULTS["batch_size"], optimizer: str = DEFAULTS["optimizer"],
+              batch_size: int | None = None, optimizer: str = DEFAULTS["optimizer"],
               weight_decay: float = DEFAULTS["weight_decay"],
               milestones: list[int] | None = DEFAULTS["milestones"], seed: int = 0,
               activation: str = "relu", beta: float | None = None,
@@ -324,6 +338,7 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
     ``"crop+flip"``) and ``schedule`` (``"cosine"``, ``"onecycle"``) set the training
     recipe (:mod:`robattr.train.batches`; left out: the dataset's entry in
     ``$ROBATTR_RECIPE``, which a profile's ``recipe:`` sets, else none and a step schedule).
+    ``batch_size`` left out: :func:`default_batch_size` (64; IG-NORM 000's 16).
     ``retrain=True`` discards a cached copy. Every call returns a fresh module; its
     metadata (config, test accuracy, timings, versions) is ``model.zoo_meta``. With
     ``$ROBATTR_ZOO_REQUESTS`` set, every call is logged there (:func:`request_log`).

@@ -446,3 +446,14 @@ def test_the_request_log_records_every_call_with_its_notebook(tmp_path, monkeypa
     monkeypatch.delenv(zoo.REQUESTS_ENV)
     zoo.get_model("digits", "mlp", **kw)
     assert len(zoo.request_log(log)) == 2                 # unset: nothing logged
+
+
+def test_ig_norm_trains_at_000s_batch_unless_told_otherwise():
+    ig = zoo.config("digits", "cnn", "ig_norm")
+    assert ig["batch_size"] == 16 == zoo.default_batch_size("ig_norm")
+    assert zoo.config_hash("digits", "cnn", "ig_norm") == zoo.config_hash(
+        "digits", "cnn", "ig_norm", batch_size=16)          # one model, however it is asked for
+    assert zoo.config("digits", "cnn", "ig_norm", batch_size=64)["batch_size"] == 64
+    assert zoo.config("digits", "cnn", "ce")["batch_size"] == zoo.DEFAULTS["batch_size"] == 64
+    with pytest.raises(ValueError):
+        zoo.config("digits", "cnn", "ig_norm", batch_size=0)
