@@ -11,7 +11,7 @@ PY      := $(VENV)/bin/python
 MATHJAX_VERSION := 3.2.2
 MATHJAX := book/mathjax/tex-mml-chtml.js
 
-.PHONY: book test venv ray mathjax clean distclean help
+.PHONY: book test venv ray quantus mathjax clean distclean help
 
 help:
 	@echo "make book     build the HTML book (PROFILE=quick|medium|paper|smoke, default quick)"
@@ -35,6 +35,14 @@ $(VENV)/.ray: requirements-ray.txt $(VENV)/.installed
 
 ray: $(VENV)/.ray
 
+# The optional Quantus extra (robattr.metrics.quantus_adapter): the tests need it, the book
+# does not.
+$(VENV)/.quantus: requirements-quantus.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet -r requirements-quantus.txt
+	@touch $@
+
+quantus: $(VENV)/.quantus
+
 # MathJax 3 from the npm registry, served by the book itself (no CDN at read time).
 $(MATHJAX):
 	@command -v npm >/dev/null || { echo "npm is needed once to install MathJax 3 (apt-get install npm)"; exit 1; }
@@ -47,7 +55,7 @@ mathjax: $(MATHJAX)
 book: venv mathjax
 	$(VENV)/bin/robattr build --profile $(PROFILE)
 
-test: venv ray mathjax
+test: venv ray quantus mathjax
 	$(PY) -m pytest -q
 
 clean:

@@ -4,6 +4,7 @@ requirements.txt     exact pins of everything `make` installs (run time and test
 environment.yml      the same pins in its pip section
 pyproject.toml       the same names, with specifiers that the pins satisfy
 requirements-ray.txt the pins of the `ray` extra
+requirements-quantus.txt the pins of the `quantus` extra
 """
 from __future__ import annotations
 
@@ -143,20 +144,35 @@ def test_runtime_and_test_dependencies_do_not_overlap():
     assert not both, f"declared both as run-time and test dependencies: {both}"
 
 
-def test_ray_extra_is_pinned_in_requirements_ray_txt():
-    ray_pins = requirements("requirements-ray.txt")
-    extra = declared("ray")
-    assert "ray" in extra
-    for name, req in extra.items():
-        assert name in ray_pins, f"{req.name} (ray extra) is not pinned in requirements-ray.txt"
-        version = pin(ray_pins[name])
+#: The optional extras that `make test` installs from a pin file of their own.
+EXTRA_PINS = {"ray": "requirements-ray.txt", "quantus": "requirements-quantus.txt"}
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRA_PINS))
+def test_extra_is_pinned_in_its_requirements_file(extra):
+    pin_file = EXTRA_PINS[extra]
+    extra_pins = requirements(pin_file)
+    declared_extra = declared(extra)
+    assert extra in declared_extra
+    for name, req in declared_extra.items():
+        assert name in extra_pins, f"{req.name} ({extra} extra) is not pinned in {pin_file}"
+        version = pin(extra_pins[name])
         assert req.specifier.contains(version, prereleases=True), (
-            f"requirements-ray.txt pins {req.name}=={version}, outside pyproject's {req}")
+            f"{pin_file} pins {req.name}=={version}, outside pyproject's {req}")
     main = requirements("requirements.txt")
-    for name, req in ray_pins.items():
+    for name, req in extra_pins.items():
         pin(req)
         if name in main:
             assert pin(main[name]) == pin(req), f"{name} pinned differently in the two files"
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRA_PINS))
+def test_make_test_installs_every_extra_pin_file(extra):
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"-r {EXTRA_PINS[extra]}" in makefile
+    test_line = re.search(r"^test:(.*)$", makefile, flags=re.M)
+    assert test_line and extra in test_line.group(1).split(), (
+        f"`make test` does not install the {extra} extra")
 
 
 def imported_modules() -> dict[str, set[str]]:
@@ -184,13 +200,14 @@ def third_party_modules() -> dict[str, set[str]]:
 
 def test_the_import_scan_sees_known_imports():
     mods = third_party_modules()
-    assert {"torch", "captum", "seaborn", "papermill", "ray"} <= set(mods)
+    assert {"torch", "captum", "seaborn", "papermill", "ray", "quantus"} <= set(mods)
     assert "robattr/attributions/baselines.py" in mods["captum"]   # grad_cam, deeplift
 
 
 def test_every_third_party_import_is_a_runtime_dependency():
     runtime = declared()
     ray_extra = declared("ray")
+    quantus_extra = declared("quantus")
     test_extra = declared("test")
     missing = []
     for module, files in sorted(third_party_modules().items()):
@@ -204,6 +221,8 @@ def test_every_third_party_import_is_a_runtime_dependency():
             continue
         if dist in ray_extra and files == {"robattr/book/executors.py"}:
             continue        # the optional Ray executor imports ray on first use only
+        if dist in quantus_extra and files == {"robattr/metrics/quantus_adapter.py"}:
+            continue        # the optional Quantus adapter imports quantus on first use only
         if dist in test_extra and files == {"robattr/book/browser_check.py"}:
             continue        # the browser check of a built book, run by the tests
         missing.append(f"{module} (distribution {dist}; in {sorted(files)})")
