@@ -71,7 +71,8 @@ def test_prepare_run_draws_correctly_classified_images(tmp_path, monkeypatch):
     x_all, y_all = data.as_tensors(data.load("digits", "test"))
     rows = [int(((x_all - xi).flatten(1).abs().sum(1) == 0).nonzero()[0]) for xi in x]
     assert len(set(rows)) == 5 and bool((model(x).argmax(1) == y_all[rows]).all())
-    assert "test accuracy" in wang2020.run_summary(run, model, x, "mlp")
+    line = wang2020.run_summary(run, model, x, "mlp")
+    assert "test accuracy" in line and line.startswith("digits (8, 8), beside the paper's CIFAR-10 block: mlp")
     assert set(methods) == {"SM", "IG", "SG", "UG"}
 
 

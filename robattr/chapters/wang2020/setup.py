@@ -25,7 +25,7 @@ from torch import nn
 
 from robattr.chapters.wang2020.evaluate import protocol_methods
 
-__all__ = ["TABLE2_BLOCKS", "table2_runs", "run_model", "eval_images", "run_label",
+__all__ = ["TABLE2_BLOCKS", "table2_runs", "data_label", "run_model", "eval_images", "run_label",
            "correct_indices", "prepare_run", "run_summary", "table56_run", "table5_models",
            "channel_mean_top_eigenvalue", "uniform_grad_keras", "ug_reading_overlap",
            "interleaved_step_seconds"]
@@ -83,6 +83,17 @@ def table2_runs(blocks: Sequence[str], *, dataset: str, k: int, imagenet_dir: st
     return runs or fallback
 
 
+def data_label(run: dict) -> str:
+    """What a Table 2 run ran on, as the notebooks' tables, figures and claim lines name it:
+    the block's name (``CIFAR-10``, ``Flower``, ``ImageNet``) when the run is on the block's
+    own data, else the name of the data set it ran on (the quick profile's run on
+    ``digits`` is set beside the paper's CIFAR-10 block, but it is not that block). A run of
+    :func:`table2_runs` is on its block's data when it carries the block's image size."""
+    if run.get("size") is not None:
+        return str(run["label"])
+    return os.path.basename(os.fspath(run["dataset"]).rstrip("/")) or str(run["dataset"])
+
+
 def run_model(run: dict, *, arch: str, epochs: int, device, method: str = "ce", **hparams):
     """The model of one run: the pretrained ResNet-50 of ``run["weights"]``
     (:func:`robattr.blocks.pretrained`), else the zoo's ``arch`` trained with ``method`` for
@@ -135,12 +146,15 @@ def prepare_run(run: dict, *, arch: str, epochs: int, n_eval: int, n_samples: in
 
 
 def run_summary(run: dict, model: nn.Module, x: torch.Tensor, arch: str) -> str:
-    """One line on a run: data, model (test accuracy when the zoo trained it), images, k, the
+    """One line on a run: data (and, for a run on other data, the paper's block it is set
+    beside, :func:`data_label`), model (test accuracy when the zoo trained it), images, k, the
     noise levels, and for a pretrained model the images' pixel range (UG's radius is 0.2 of it)."""
     meta = getattr(model, "zoo_meta", None)
     acc = f"test accuracy {meta['test_acc']:.3f}" if meta else "pretrained weights"
-    line = (f"{run['label']} block: {os.path.basename(os.fspath(run['dataset']).rstrip('/')) or run['dataset']}"
-            f" {tuple(x.shape[-2:])}, {arch if meta else 'resnet50'} ({acc}); {len(x)} images, "
+    name = os.path.basename(os.fspath(run["dataset"]).rstrip("/")) or run["dataset"]
+    head = (f"{run['label']} block: {name} {tuple(x.shape[-2:])}" if data_label(run) == run["label"]
+            else f"{name} {tuple(x.shape[-2:])}, beside the paper's {run['label']} block:")
+    line = (f"{head} {arch if meta else 'resnet50'} ({acc}); {len(x)} images, "
             f"k = {run['k']}, SG noise ratio {run['sg_noise']:g}, UG radius {255 * run['ug_radius']:.3g}/255")
     if run.get("weights"):
         rng = (x.flatten(1).amax(1) - x.flatten(1).amin(1)).cpu()

@@ -1,0 +1,213 @@
+"""What the wang2020 chapter's notebooks show: its attack curves and its tables of our numbers
+beside the paper's.
+
+* :func:`curve_bands`: per attack, method, metric and budget, the mean over images with the
+  bootstrap interval the verdicts use (:func:`robattr.verdicts.bootstrap_interval`, the
+  images resampled), for the attacked maps and for random noise of the same size;
+* :func:`attack_curves_figure`: those curves, one panel per (attack, metric), the attack as
+  a line with its interval as a band and random noise as a dashed baseline;
+* :func:`beside_paper`: a :func:`robattr.papers.compare` frame as a whole, narrow table for
+  :func:`robattr.viz.show_table` (each source, ours, the kept references and the paper's,
+  one column beside the other), with a reason for every value it lacks;
+* :func:`readable_log_ticks`: labels on a log axis that never run into each other.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["curve_bands", "attack_curves_figure", "beside_paper", "readable_log_ticks",
+           "NO_REFERENCE_VALUE"]
+
+#: Why a kept reference run's column lacks a value: it ran other blocks, or an older notebook.
+NO_REFERENCE_VALUE = ("the kept reference run recorded no value for this cell (it ran other "
+                      "blocks or an older version of the notebook)")
+
+
+# --------------------------------------------------------------------------- attack curves
+def curve_bands(per_image: pd.DataFrame, by: Sequence[str], *, level: float = 0.95,
+                n_boot: int = 4000, seed: int = 0) -> pd.DataFrame:
+    """Per group of ``by``, ``source`` ("attack" or "random") and ``eps`` of a per-image
+    frame (:func:`robattr.chapters.wang2020.attack_curves`): the number of images ``n``, the
+    mean ``value`` over them, and ``lo``, ``hi``, the percentile bootstrap interval of that
+    mean (:func:`robattr.verdicts.bootstrap_interval` at ``level``: whole images resampled,
+    as the verdicts' :func:`robattr.verdicts.gap` does)."""
+    from robattr.verdicts import bootstrap_interval
+
+    keys = list(by) + ["source", "eps"]
+    missing = [c for c in keys + ["image", "value"] if c not in per_image]
+    if missing:
+        raise ValueError(f"per_image lacks the columns {missing}")
+    if per_image.empty:
+        raise ValueError("per_image is empty")
+    rows = []
+    for key, g in per_image.groupby(keys, sort=True, observed=True):
+        v = g["value"].to_numpy(dtype=float)
+        lo, hi = bootstrap_interval(v, level=level, n_boot=n_boot, seed=seed)
+        rows.append({**dict(zip(keys, key)), "n": len(v), "value": float(v.mean()),
+                     "lo": lo, "hi": hi})
+    return pd.DataFrame(rows)
+
+
+def attack_curves_figure(bands: pd.DataFrame, *, methods: Sequence[str],
+                         metrics: Sequence[str], attacks: Sequence[str], x_factor: float = 255,
+                         x_units: str = "/255", ylabels: dict | None = None,
+                         title: str | None = None, level: float = 0.95):
+    """The attack curves of :func:`curve_bands`: one row of panels per attack of ``attacks``,
+    one column per metric of ``metrics``, one colour per method of ``methods``. Each method's
+    attacked maps are a solid line with markers and its bootstrap interval as a band; random
+    noise of the same size is a dashed line in the same colour (the baseline the attack guard
+    compares with). The budgets sit at equal spacing, labelled ``eps * x_factor``;
+    ``ylabels`` names a metric's y axis (default: the metric). Returns the Figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    from robattr import viz
+
+    for name, vals in (("methods", methods), ("metrics", metrics), ("attacks", attacks)):
+        if not len(vals):
+            raise ValueError(f"{name} must name at least one")
+    need = {"attack", "method", "metric", "source", "eps", "value", "lo", "hi"}
+    if not need <= set(bands.columns):
+        raise ValueError(f"bands lacks the columns {sorted(need - set(bands.columns))}")
+    eps = np.sort(bands["eps"].astype(float).unique())
+    pos = {e: i for i, e in enumerate(eps)}
+    ylabels = dict(ylabels or {})
+    with viz.theme():
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        fig, axes = plt.subplots(len(attacks), len(metrics), squeeze=False,
+                                 figsize=(2.7 * len(metrics), 2.3 * len(attacks) + 0.6))
+        for i, attack in enumerate(attacks):
+            for j, metric in enumerate(metrics):
+                ax = axes[i, j]
+                for c, method in enumerate(methods):
+                    color = colors[c % len(colors)]
+                    sel = bands[(bands.attack == attack) & (bands.method == method)
+                                & (bands.metric == metric)]
+                    for source, style in (("attack", dict(ls="-", marker="o", ms=3.5)),
+                                          ("random", dict(ls="--", lw=1.0))):
+                        s = sel[sel.source == source].sort_values("eps")
+                        if s.empty:
+                            continue
+                        xs = [pos[float(e)] for e in s.eps]
+                        ax.plot(xs, s.value, color=color, **style)
+                        if source == "attack":
+                            ax.fill_between(xs, s.lo, s.hi, color=color, alpha=0.18, lw=0)
+                ax.set_xticks(range(len(eps)), [f"{e * x_factor:g}" for e in eps])
+                ax.set_title(f"{attack} · {metric}")
+                if i == len(attacks) - 1:
+                    ax.set_xlabel(f"ε ({x_units})" if x_units else "ε")
+                ax.set_ylabel(ylabels.get(metric, metric))
+        handles = [Line2D([], [], color=colors[c % len(colors)], lw=2, label=m)
+                   for c, m in enumerate(methods)]
+        handles += [Line2D([], [], color="0.3", marker="o", ms=3.5, label="attack: mean over images"),
+                    Patch(color="0.3", alpha=0.25,
+                          label=f"{int(round(100 * level))} % bootstrap interval (images resampled)"),
+                    Line2D([], [], color="0.3", ls="--", lw=1.0,
+                           label="random ±ε noise of the same size")]
+        fig.legend(handles=handles, loc="upper center", ncol=4, fontsize="small",
+                   bbox_to_anchor=(0.5, 0.0), frameon=False)
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- tables
+def beside_paper(compared: pd.DataFrame, *, index: Sequence[str], columns: Sequence[str],
+                 orders: dict | None = None, why_ours: str | None = None,
+                 why_paper: str | None = None):
+    """A :func:`robattr.papers.compare` frame as a whole table: rows ``index``, columns
+    ``columns`` and under each, side by side, the value columns in their order (``ours``,
+    each kept reference, ``paper``; :func:`robattr.references.value_columns`). A reference
+    column is named by its profile (``medium ref``); ``sources`` maps each column's name to
+    what it holds, for a caption (a reference: its data set, commit and ``stale`` flag). ``orders`` maps a key column to the order of
+    its values (values not listed are dropped). Returns ``(table, why, sources)``: ``why``
+    gives :func:`robattr.viz.show_table` a reason for every missing cell, by column (ours:
+    ``why_ours``, default not measured in this run; a reference: :data:`NO_REFERENCE_VALUE`;
+    the paper: ``why_paper``, default :data:`robattr.viz.NOT_IN_PAPER`), one string when
+    a single reason covers them all."""
+    from robattr import viz
+    from robattr.references import value_columns
+
+    index, columns = list(index), list(columns)
+    if not index or not columns:
+        raise ValueError("index and columns must each name at least one key column")
+    missing = [c for c in index + columns if c not in compared.columns]
+    if missing:
+        raise ValueError(f"compared lacks the key columns {missing}")
+    vals = value_columns(compared)
+    if not vals:
+        raise ValueError("compared has no value column (ours, a reference, paper)")
+    short = {c: c.split(" (")[0] if c.endswith(")") and " ref" in c else c for c in vals}
+    long = compared.melt(id_vars=index + columns, value_vars=vals, var_name="source",
+                         value_name="value")
+    long["source"] = long["source"].map(short)
+    if long.duplicated(index + columns + ["source"]).any():
+        raise ValueError(f"the keys {index + columns} do not identify one row of compared")
+    table = long.set_index(index + columns + ["source"])["value"].unstack(columns + ["source"])
+    orders = dict(orders or {})
+    orders.setdefault("source", [short[c] for c in vals])
+
+    def ordered(names, present):
+        levels = []
+        for n in names:
+            seen = list(dict.fromkeys(present.get_level_values(n)))
+            want = [v for v in orders.get(n, seen) if v in seen]
+            levels.append(want)
+        if len(names) == 1:
+            return pd.Index(levels[0], name=names[0])
+        full = pd.MultiIndex.from_product(levels, names=names)
+        return full[full.isin(present)]
+
+    table = table.reindex(index=ordered(index, table.index),
+                          columns=ordered(columns + ["source"], table.columns))
+    paper_short, ours_short = short.get("paper", "paper"), short.get("ours", "ours")
+    reasons = {}
+    for col in table.columns[table.isna().any()]:
+        src = col[-1] if isinstance(col, tuple) else col
+        reasons[col] = (why_paper or viz.NOT_IN_PAPER if src == paper_short
+                        else why_ours or "not measured in this run" if src == ours_short
+                        else NO_REFERENCE_VALUE)
+    why = next(iter(reasons.values())) if len(set(reasons.values())) == 1 else reasons
+    sources = {short[c]: _describe(c) if short[c] != c else c for c in vals}
+    return table, why, sources
+
+
+def _describe(label: str) -> str:
+    """``medium ref (cifar10, 1a2b3c4, stale)`` -> ``a kept run of the medium profile
+    (cifar10, 1a2b3c4, stale)``: how a caption names a reference column."""
+    profile, _, rest = label.partition(" ref")
+    inner = rest.strip()[1:-1] if rest.strip().startswith("(") else ""
+    return f"a kept run of the {profile} profile" + (f" ({inner})" if inner else "")
+
+
+# --------------------------------------------------------------------------- log axes
+def readable_log_ticks(ax, subs: Sequence[float] = (2, 3, 5), max_decades: float = 1.0) -> None:
+    """Label the log-scaled axes of ``ax`` so that no two labels run into each other: plain
+    numbers (0.2, 5, 1000) at the decades, and at the minor ticks only when the axis spans
+    at most ``max_decades`` decades, and then only at ``subs`` times a power of ten (2, 3
+    and 5: 20, 30, 50, never 60 70 80 90). Decided when the figure is drawn, from the axis's
+    limits at that time."""
+    from matplotlib import ticker
+
+    def major(x, pos):
+        return f"{x:g}" if x > 0 else ""
+
+    def minor_for(axis):
+        def minor(x, pos):
+            lo, hi = sorted(axis.get_view_interval())
+            if lo <= 0 or x <= 0 or math.log10(hi / lo) > max_decades:
+                return ""
+            mant = x / 10 ** math.floor(math.log10(x) + 1e-9)
+            return f"{x:g}" if any(abs(mant - s) < 1e-6 * s for s in subs) else ""
+        return minor
+
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            axis.set_major_formatter(ticker.FuncFormatter(major))
+            axis.set_minor_formatter(ticker.FuncFormatter(minor_for(axis)))
