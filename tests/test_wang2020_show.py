@@ -118,6 +118,12 @@ def test_beside_paper_without_gaps_and_with_a_gap_of_the_paper():
                                           why_paper="the paper's row is Table 2")
     assert set(why.values()) == {"the paper's row is Table 2", wang2020.NO_REFERENCE_VALUE}
     viz.show_table(table, why=why)                      # every gap has its reason
+    flat, why, _ = wang2020.beside_paper(df[df.attack == "TopK"], index=["metric", "method"], columns=[],
+                                         why_paper="the paper's row is Table 2")
+    assert list(flat.columns) == ["ours", "medium ref", "paper"] and len(flat) == 4
+    assert set(why.values()) == {"the paper's row is Table 2", wang2020.NO_REFERENCE_VALUE}
+    with pytest.raises(ValueError, match="index must name"):
+        wang2020.beside_paper(df, index=[], columns=["attack"])
     with pytest.raises(ValueError, match="key columns"):
         wang2020.beside_paper(df, index=["block"], columns=["attack"])
     with pytest.raises(ValueError, match="identify one row"):

@@ -122,7 +122,7 @@ def beside_paper(compared: pd.DataFrame, *, index: Sequence[str], columns: Seque
                  orders: dict | None = None, why_ours: str | None = None,
                  why_paper: str | None = None):
     """A :func:`robattr.papers.compare` frame as a whole table: rows ``index``, columns
-    ``columns`` and under each, side by side, the value columns in their order (``ours``,
+    ``columns`` (may be empty) and under each, side by side, the value columns in their order (``ours``,
     each kept reference, ``paper``; :func:`robattr.references.value_columns`). A reference
     column is named by its profile (``medium ref``); ``sources`` maps each column's name to
     what it holds, for a caption (a reference: its data set, commit and ``stale`` flag). ``orders`` maps a key column to the order of
@@ -135,8 +135,8 @@ def beside_paper(compared: pd.DataFrame, *, index: Sequence[str], columns: Seque
     from robattr.references import value_columns
 
     index, columns = list(index), list(columns)
-    if not index or not columns:
-        raise ValueError("index and columns must each name at least one key column")
+    if not index:
+        raise ValueError("index must name at least one key column")
     missing = [c for c in index + columns if c not in compared.columns]
     if missing:
         raise ValueError(f"compared lacks the key columns {missing}")
