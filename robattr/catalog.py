@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "SHAPES", "NUM_CLASSES", "TEST_SIZES",
-           "PRECISIONS", "TRAIN_SIZE_ENV", "RECIPE_ENV", "AUGMENTATIONS", "SCHEDULES",
+           "PRECISIONS", "TRAIN_SIZE_ENV", "check_train_size", "train_size_for",
+           "train_size_from_env", "RECIPE_ENV", "AUGMENTATIONS", "SCHEDULES",
            "check_recipes", "recipes_from_env"]
 
 #: Datasets :func:`robattr.data.load` knows by name (any other value is an ImageFolder path).
@@ -21,7 +22,8 @@ DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "flowers102")
 ARCHS = ("mlp", "cnn", "lenet", "resnet18_cifar", "resnet20", "resnet18", "resnet50")
 
 #: The training losses robattr registers (:data:`robattr.train.LOSSES`; a user may add more).
-LOSS_NAMES = ("ce", "at", "trades", "ig_norm", "igr", "ssr", "hessian", "l2", "cosd", "l2_cosd")
+LOSS_NAMES = ("ce", "at", "trades", "ig_norm", "igr", "ssr", "hessian", "l2", "cosd", "l2_cosd",
+              "atex", "iga", "advaat")
 
 #: Input shape (C, H, W) of the datasets whose size is fixed (flowers102's is a loader option).
 SHAPES = {"digits": (1, 8, 8), "mnist": (1, 28, 28), "fashion_mnist": (1, 28, 28),
@@ -38,7 +40,8 @@ TEST_SIZES = {"digits": 360, "mnist": 10000, "fashion_mnist": 10000, "cifar10": 
 PRECISIONS = ("fp32", "tf32")
 
 #: Environment variable with the zoo's default training-set size (robattr.zoo; a profile's
-#: ``train_size:`` sets it for its notebooks)
+#: ``train_size:`` sets it for its notebooks): an integer, or JSON ``{"default": n,
+#: <loss name>: n}`` (:func:`check_train_size`)
 TRAIN_SIZE_ENV = "ROBATTR_TRAIN_SIZE"
 
 #: Environment variable with the zoo's default training recipe per dataset (robattr.zoo; a
@@ -70,6 +73,51 @@ def check_recipes(recipes: Any, where: str = f"${RECIPE_ENV}") -> dict[str, dict
                                  f"{', '.join(allowed)}, got {spec[field]!r}")
         out[name] = {k: spec[k] for k in ("augment", "schedule") if k in spec}
     return out
+
+
+def check_train_size(value, where: str = "train_size"):
+    """A training-set size as the zoo takes it: an integer >= 1, or a map from ``default``
+    and loss names (:data:`LOSS_NAMES`) to one (a per-method size: the costliest losses can
+    train on fewer images). Returns it unchanged; raises ``ValueError`` otherwise."""
+    def count(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    if isinstance(value, dict):
+        bad = [k for k in value if k != "default" and k not in LOSS_NAMES]
+        if bad or not value or not all(count(v) for v in value.values()):
+            raise ValueError(f"{where}: a per-method size maps 'default' and loss names "
+                             f"({', '.join(LOSS_NAMES)}) to integers >= 1, got {value!r}")
+        return value
+    if not count(value):
+        raise ValueError(f"{where} must be an integer >= 1 or a map {{default: n, <loss>: n}}, "
+                         f"got {value!r}")
+    return value
+
+
+def train_size_for(value, method: str | None):
+    """The size a model of ``method`` trains on under ``value`` (:func:`check_train_size`):
+    the integer itself, or the map's entry for the method, else its ``default``, else
+    ``None`` (the whole split)."""
+    if isinstance(value, dict):
+        return value.get(method, value.get("default")) if method else value.get("default")
+    return value
+
+
+def train_size_from_env():
+    """``$ROBATTR_TRAIN_SIZE``: an integer or JSON map (:func:`check_train_size`); ``None``
+    when unset or empty."""
+    import json
+    import os
+
+    text = os.environ.get(TRAIN_SIZE_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValueError(f"${TRAIN_SIZE_ENV} must be an integer >= 1 or a JSON map, "
+                         f"got {text!r}") from None
+    return check_train_size(value, where=f"${TRAIN_SIZE_ENV}")
 
 
 def recipes_from_env() -> dict[str, dict[str, str]]:

@@ -87,18 +87,17 @@ class _Corrupt(Exception):
 
 
 # --------------------------------------------------------------------------- configuration
-def effective_train_size(value: int | None = None) -> int | None:
-    """The training-set size in force: ``value`` when given, else ``$ROBATTR_TRAIN_SIZE``
-    (an integer >= 1; empty means unset), else ``None`` (the whole train split)."""
+def effective_train_size(value=None, method: str | None = None) -> int | None:
+    """The training-set size in force for a model of ``method``: ``value`` when given, else
+    ``$ROBATTR_TRAIN_SIZE``, else ``None`` (the whole train split). Either may be an
+    integer or a per-method map ``{"default": n, <loss name>: n}``
+    (:func:`robattr.catalog.check_train_size`), read for ``method``."""
     if value is None:
-        env = os.environ.get(TRAIN_SIZE_ENV, "").strip()
-        if not env:
+        value = catalog.train_size_from_env()
+        if value is None:
             return None
-        try:
-            value = int(env)
-        except ValueError:
-            raise ValueError(f"${TRAIN_SIZE_ENV} must be an integer >= 1, got {env!r}") from None
-    return check_int("train_size", value, 1)
+    value = catalog.train_size_for(catalog.check_train_size(value), method)
+    return None if value is None else check_int("train_size", value, 1)
 
 
 def effective_recipe(dataset: str, augment: str | None = None,
@@ -181,7 +180,7 @@ def config(dataset: str, arch: str, method: str = "ce", *, epochs: int = DEFAULT
         "activation": activation,
         "beta": _check_activation(activation, beta),
     }
-    n_train = effective_train_size(train_size)
+    n_train = effective_train_size(train_size, method)
     if n_train is not None:
         cfg["train_size"] = n_train
     augment, schedule = effective_recipe(cfg["dataset"], augment, schedule)

@@ -151,3 +151,41 @@ def test_the_recipe_in_force_comes_from_the_environment_per_dataset(monkeypatch)
         monkeypatch.setenv(zoo.RECIPE_ENV, bad)
         with pytest.raises(ValueError, match=why):
             zoo.config("digits", "mlp")
+
+
+def test_per_method_train_size_reaches_the_zoo_and_the_profile(monkeypatch, tmp_path):
+    import json
+
+    from robattr import catalog, zoo
+    from robattr.book import profiles
+    from robattr.book.params import ParameterError
+
+    sizes = {"default": 600, "ig_norm": 200}
+    assert zoo.effective_train_size(sizes, "ce") == 600
+    assert zoo.effective_train_size(sizes, "ig_norm") == 200
+    assert zoo.effective_train_size({"igr": 50}, "ce") is None      # no default: whole split
+    monkeypatch.setenv(catalog.TRAIN_SIZE_ENV, json.dumps(sizes))
+    assert zoo.config("digits", "mlp", "ig_norm")["train_size"] == 200
+    assert zoo.config("digits", "mlp", "ce")["train_size"] == 600
+    monkeypatch.setenv(catalog.TRAIN_SIZE_ENV, "300")
+    assert zoo.config("digits", "mlp", "ig_norm")["train_size"] == 300
+    for bad in ({"default": 0}, {"sgd": 5}, {}, {"default": True}, 2.5, "x"):
+        with pytest.raises(ValueError):
+            catalog.check_train_size(bad)
+    monkeypatch.setenv(catalog.TRAIN_SIZE_ENV, "{not json")
+    with pytest.raises(ValueError, match="ROBATTR_TRAIN_SIZE"):
+        zoo.effective_train_size(None, "ce")
+    monkeypatch.delenv(catalog.TRAIN_SIZE_ENV)
+
+    # a profile: notebook globs whose value is a per-method map
+    prof_path = tmp_path / "p.yml"
+    prof_path.write_text("train_size:\n  default: 1000\n  crosspaper/*: {default: 600, ig_norm: 200}\n")
+    prof = profiles.load_profile(str(prof_path))
+    assert profiles.effective_train_size(prof, "crosspaper/matrix") == sizes
+    assert profiles.effective_train_size(prof, "joo2023/table1_robustness") == 1000
+    env = profiles.profile_env(prof, "crosspaper/matrix")
+    assert json.loads(env[catalog.TRAIN_SIZE_ENV]) == sizes
+    assert profiles.profile_env(prof, "example/x")[catalog.TRAIN_SIZE_ENV] == "1000"
+    prof_path.write_text("train_size:\n  crosspaper/*: {default: 600, adam: 2}\n")
+    with pytest.raises(ParameterError, match="per-method"):
+        profiles.load_profile(str(prof_path))

@@ -41,7 +41,7 @@ def package_hash() -> str:
 
 
 def stamp(nb: Notebook, params: dict[str, Any], precision: str = "fp32",
-          train_size: int | None = None, recipe: dict | None = None) -> str:
+          train_size: int | dict | None = None, recipe: dict | None = None) -> str:
     """What an executed notebook depends on: its source, parameters, the precision on
     CUDA (:func:`robattr.book.profiles.effective_precision`), the zoo's training-set size
     and recipes when set (:func:`robattr.book.profiles.effective_train_size`,
@@ -50,7 +50,8 @@ def stamp(nb: Notebook, params: dict[str, Any], precision: str = "fp32",
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
     h.update(precision.encode())
     if train_size is not None:
-        h.update(f"train_size={train_size}".encode())
+        size = json.dumps(train_size, sort_keys=True) if isinstance(train_size, dict) else train_size
+        h.update(f"train_size={size}".encode())
     if recipe:
         h.update(f"recipe={json.dumps(recipe, sort_keys=True)}".encode())
     h.update(package_hash().encode())

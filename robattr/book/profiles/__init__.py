@@ -14,7 +14,9 @@ A chapter keeps its notebooks' settings for every profile in one file,
 ``profiles/chapters/<chapter>.yml``. A profile may also set ``precision:`` (the
 precision on CUDA, :mod:`robattr.precision`), ``train_size:`` (the zoo trains its models on
 the first *n* images of each train split, :func:`robattr.zoo.effective_train_size`; an
-integer, or ``{default: n, <notebook glob>: n}``), ``recipe:`` (the zoo's training recipe
+integer, or ``{default: n, <notebook glob>: n}``; any of those integers may be a
+per-method map ``{default: n, ig_norm: n, ...}``, so the costliest losses train on fewer
+images), ``recipe:`` (the zoo's training recipe
 per dataset, ``{cifar10: {augment: crop+flip, schedule: onecycle}}``: what a model of that
 dataset trains with unless its notebook says otherwise, :func:`robattr.zoo.effective_recipe`)
 and
@@ -32,7 +34,7 @@ import yaml
 
 from robattr.book.notebooks import Notebook
 from robattr.book.params import Parameter, ParameterError, check_values, coerce, read_yaml
-from robattr.catalog import PRECISIONS, check_recipes
+from robattr.catalog import PRECISIONS, check_recipes, check_train_size
 
 __all__ = ["PROFILES", "load_profile", "parse_value", "resolve", "check_profile_keys",
            "precision_env", "profile_env", "effective_precision", "effective_train_size",
@@ -61,11 +63,15 @@ def load_profile(name: str) -> dict[str, Any]:
                              f"{', '.join(PRECISIONS)}, got {data['precision']!r}")
     n_train = data.get("train_size")
     for value in (n_train.values() if isinstance(n_train, dict) else [n_train]):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                  or value < 1):
+        if value is None:
+            continue
+        try:
+            check_train_size(value)
+        except ValueError:
             raise ParameterError(f"profile {name!r}: train_size must be an integer >= 1 "
-                                 f"(or a map from 'default' and notebook globs to one), "
-                                 f"got {value!r}")
+                                 f"(or a map from 'default' and notebook globs to one); a "
+                                 f"value may be a per-method map {{default: n, <loss>: n}}, "
+                                 f"got {value!r}") from None
     recipe = None
     if data.get("recipe") is not None:
         try:
@@ -159,17 +165,27 @@ def precision_env(prof: dict) -> dict[str, str]:
     return {"ROBATTR_PRECISION": prof["precision"]} if prof.get("precision") else {}
 
 
-def _profile_train_size(prof: dict, key: str | None) -> int | None:
+def _profile_train_size(prof: dict, key: str | None):
     """The profile's ``train_size:`` for notebook ``key``: an integer, or a map
-    ``{default: n, <glob>: n}`` whose last matching entry wins (like ``resources:``)."""
+    ``{default: n, <glob>: n}`` whose last matching entry wins (like ``resources:``). An
+    entry may itself be a per-method map ``{default: n, <loss name>: n}``
+    (:func:`robattr.catalog.check_train_size`), which is returned whole."""
     value = prof.get("train_size")
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or _per_method(value):
         return value
     out = None
     for pattern, n in value.items():
         if pattern == "default" or (key is not None and fnmatch.fnmatch(key, pattern)):
             out = n
     return out
+
+
+def _per_method(value: dict) -> bool:
+    """Whether a ``train_size:`` map is a per-method map (keys are loss names) rather than
+    a map of notebook globs."""
+    from robattr.catalog import LOSS_NAMES
+
+    return any(k in LOSS_NAMES for k in value)
 
 
 def profile_env(prof: dict, key: str | None = None) -> dict[str, str]:
@@ -183,7 +199,8 @@ def profile_env(prof: dict, key: str | None = None) -> dict[str, str]:
     env = precision_env(prof)
     n_train = _profile_train_size(prof, key)
     if n_train:
-        env[TRAIN_SIZE_ENV] = str(n_train)
+        env[TRAIN_SIZE_ENV] = (json.dumps(n_train, sort_keys=True) if isinstance(n_train, dict)
+                               else str(n_train))
     if prof.get("recipe"):
         env[RECIPE_ENV] = json.dumps(prof["recipe"], sort_keys=True)
     return env
@@ -196,17 +213,19 @@ def effective_precision(prof: dict) -> str:
         or "fp32"
 
 
-def effective_train_size(prof: dict, key: str | None = None) -> int | None:
+def effective_train_size(prof: dict, key: str | None = None):
     """The training-set size the zoo uses for notebook ``key`` in this profile: the
     profile's ``train_size:`` (for that key), else ``$ROBATTR_TRAIN_SIZE``, else ``None``
-    (whole train splits)."""
-    from robattr.catalog import TRAIN_SIZE_ENV
+    (whole train splits). An integer, or a per-method map ``{default: n, <loss>: n}``."""
+    from robattr.catalog import train_size_from_env
 
     n_train = _profile_train_size(prof, key)
     if n_train:
-        return int(n_train)
-    env = os.environ.get(TRAIN_SIZE_ENV, "").strip()
-    return int(env) if env.isdigit() and int(env) >= 1 else None
+        return n_train
+    try:
+        return train_size_from_env()
+    except ValueError as e:
+        raise ParameterError(str(e)) from None
 
 
 def effective_recipe(prof: dict) -> dict[str, dict[str, str]] | None:
