@@ -502,3 +502,12 @@ def test_wall_seconds_schedules_notebooks_on_workers_and_waits_for_shared_models
             p.wall_seconds(bad)
     assert "with --jobs 2" in plan.format_table(p, jobs=2)
     assert "with --jobs" not in plan.format_table(p)
+
+
+def test_training_estimate_caps_train_size_at_the_split():
+    # the zoo trains on the whole split when train_size exceeds it: so does the estimate
+    small = zoo.config("digits", "cnn", "ce", epochs=1, train_size=1000)
+    big = zoo.config("digits", "cnn", "ce", epochs=1, train_size=20000)
+    assert plan._n_train(small) == 1000
+    assert plan._n_train(big) == cost.TRAIN_SIZES["digits"] == plan._n_train(
+        zoo.config("digits", "cnn", "ce", epochs=1))

@@ -241,13 +241,15 @@ def count_figures(path: Path) -> int:
 
 
 def _n_train(cfg: dict) -> int:
-    if cfg.get("train_size"):
-        return int(cfg["train_size"])
+    """The images a model trains on per epoch: its ``train_size``, capped by the split's
+    size (the zoo takes the whole split when ``train_size`` exceeds it)."""
     d = cfg["dataset"]
     if d in TRAIN_SIZES:
-        return TRAIN_SIZES[d]
-    root = Path(d) / "train" if (Path(d) / "train").is_dir() else Path(d)
-    return sum(1 for f in root.rglob("*") if f.is_file())          # an ImageFolder path
+        full = TRAIN_SIZES[d]
+    else:
+        root = Path(d) / "train" if (Path(d) / "train").is_dir() else Path(d)
+        full = sum(1 for f in root.rglob("*") if f.is_file())      # an ImageFolder path
+    return min(int(cfg["train_size"]), full) if cfg.get("train_size") else full
 
 
 def _zoo_state(cfg: dict) -> dict | None:
