@@ -1,10 +1,12 @@
 """Layer-wise Relevance Propagation (z+ / zB) by explicit layer-by-layer propagation.
 
 Zennit-style: a rule is a small object called as ``rule(module, a, R) -> R_in`` on a
-Linear or Conv2d layer with input ``a`` and upper relevance ``R``; everything is plain
-torch, so the relevance is differentiable (double backward) when asked.
+Linear or Conv2d layer (or a :class:`~robattr.attributions.canonize.FoldedLayer`, a
+convolution with its BatchNorm folded in) with input ``a`` and upper relevance ``R``;
+everything is plain torch, so the relevance is differentiable (double backward) when asked.
 
-Rule mapping to Zennit 0.5 (checked to 1e-6 in the tests)::
+Rule mapping to Zennit 0.5 (checked to 1e-6 in the tests; ResNets in
+tests/test_lrp_resnet.py)::
 
     robattr                      zennit
     ZPlus()        (default)     ZPlus(zero_params='bias')
@@ -13,6 +15,10 @@ Rule mapping to Zennit 0.5 (checked to 1e-6 in the tests)::
     Epsilon(eps)                 Epsilon(eps)
     activations, Dropout         Pass()
     MaxPool2d                    no rule: the gradient (winner takes all)
+    BatchNorm after a conv       folded (ResNetCanonizer's SequentialMergeBatchNorm)
+    residual sum b + s           Norm() on the canonizer's Sum
+    AvgPool2d, AdaptiveAvgPool2d Norm()
+    option-A shortcut            no rule: the gradient (a selection)
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ._core import check_input, check_model, check_nonnegative, resolve_target
+from .canonize import Affine, Leaf, Residual, affine_forward, compile_chain, iter_affine, run_chain
 
 __all__ = ["lrp", "ZPlus", "ZBox", "Epsilon", "stabilize"]
 
@@ -31,24 +38,21 @@ def stabilize(z: torch.Tensor, epsilon: float = 1e-6) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------- layer algebra
-def _forward(module, a, weight, bias=None):
-    if isinstance(module, nn.Linear):
-        return F.linear(a, weight, bias)
-    return F.conv2d(a, weight, bias, module.stride, module.padding, module.dilation,
-                    module.groups)
+def _forward(layer, a, weight, bias=None):
+    return affine_forward(layer, a, weight, bias)
 
 
-def _transpose(module, a, weight, s):
+def _transpose(layer, a, weight, s):
     """``W^T s`` shaped like the layer input ``a`` (the vector-Jacobian product)."""
-    if isinstance(module, nn.Linear):
+    if weight.ndim == 2:
         return s @ weight
     out_pad = []
     for i in range(2):
-        expect = ((s.shape[2 + i] - 1) * module.stride[i] - 2 * module.padding[i]
-                  + module.dilation[i] * (weight.shape[2 + i] - 1) + 1)
+        expect = ((s.shape[2 + i] - 1) * layer.stride[i] - 2 * layer.padding[i]
+                  + layer.dilation[i] * (weight.shape[2 + i] - 1) + 1)
         out_pad.append(a.shape[2 + i] - expect)
-    return F.conv_transpose2d(s, weight, None, module.stride, module.padding, tuple(out_pad),
-                              module.groups, module.dilation)
+    return F.conv_transpose2d(s, weight, None, layer.stride, layer.padding, tuple(out_pad),
+                              layer.groups, layer.dilation)
 
 
 class Epsilon:
@@ -118,39 +122,6 @@ class ZBox:
 
 
 # --------------------------------------------------------------------------- the walk
-_PASS = (nn.ReLU, nn.Softplus, nn.Dropout, nn.Identity)
-_SUPPORTED = "Linear, Conv2d, ReLU, Softplus, MaxPool2d, Flatten, Normalize, Dropout, Identity"
-
-
-def _layers(model: nn.Module, prefix: str = ""):
-    if not isinstance(model, nn.Sequential):
-        return [(prefix or type(model).__name__, model)]
-    out = []
-    for name, child in model.named_children():
-        full = f"{prefix}.{name}" if prefix else name
-        out += _layers(child, full) if isinstance(child, nn.Sequential) else [(full, child)]
-    return out
-
-
-def _is_normalize(m):
-    from robattr.models import Normalize
-
-    return isinstance(m, Normalize)
-
-
-def _check_layer(name, m):
-    if isinstance(m, (nn.Linear, nn.MaxPool2d, nn.Flatten)) or isinstance(m, _PASS) \
-            or _is_normalize(m):
-        return
-    if isinstance(m, nn.Conv2d):
-        if m.padding_mode != "zeros" or isinstance(m.padding, str):
-            raise ValueError(f"lrp supports Conv2d with integer zero padding only; layer "
-                             f"{name!r} has padding={m.padding!r}, padding_mode={m.padding_mode!r}")
-        return
-    raise ValueError(f"lrp does not support module {name!r} ({type(m).__name__}): it handles "
-                     f"sequential models made of {_SUPPORTED} (robattr's mlp, cnn, lenet)")
-
-
 def _maxpool_back(m: nn.MaxPool2d, a, R):
     _, idx = F.max_pool2d(a, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode,
                           return_indices=True)
@@ -159,8 +130,55 @@ def _maxpool_back(m: nn.MaxPool2d, a, R):
     return out.scatter_add(2, idx.flatten(2), R.flatten(2)).reshape(a.shape)
 
 
+def _linear_vjp(fn, a, s, create_graph):
+    """``J^T s`` for a linear map ``fn`` (pooling, selection): its Jacobian does not depend
+    on ``a``, so it is taken at a detached copy; the result is differentiable in ``s``."""
+    with torch.enable_grad():
+        a0 = a.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(fn(a0), a0, s, create_graph=create_graph)
+    return g
+
+
+class _Walk:
+    """The relevance pass: rules, the first layer and the stabilizer of the splits."""
+
+    def __init__(self, rule, first, first_rule, stabilizer, create_graph):
+        self.rule, self.first, self.first_rule = rule, first, first_rule
+        self.stabilizer, self.create_graph = stabilizer, create_graph
+
+    def chain(self, steps, acts, saved, R):
+        for i in range(len(steps) - 1, -1, -1):
+            R = self.step(steps[i], acts[i], acts[i + 1], saved[i], R)
+        return R
+
+    def step(self, step, a, out, saved, R):
+        if isinstance(step, Affine):
+            return (self.first_rule if step is self.first else self.rule)(saved, a, R)
+        if isinstance(step, Residual):
+            b_acts, b_saved, s_acts, s_saved = saved
+            b, s = b_acts[-1], s_acts[-1]
+            # the activation after the sum passes R; the sum splits it like Zennit's Norm
+            ratio = R / stabilize(b + s, self.stabilizer)
+            R_in = self.chain(step.branch, b_acts, b_saved, b * ratio)
+            if step.shortcut:
+                return R_in + self.chain(step.shortcut, s_acts, s_saved, s * ratio)
+            return R_in + s * ratio
+        kind = step.kind
+        if kind == "maxpool":
+            return _maxpool_back(step.fn, a, R)
+        if kind == "avgpool":  # LRP-z on a layer with positive weights: proportional
+            ratio = R / stabilize(out, self.stabilizer)
+            return a * _linear_vjp(step.fn, a, ratio, self.create_graph)
+        if kind == "select":
+            return _linear_vjp(step.fn, a, R, self.create_graph)
+        if kind == "flatten":
+            return R.reshape(a.shape)
+        return R  # activations, Dropout, Identity, Normalize
+
+
 def lrp(model: nn.Module, x: torch.Tensor, target=None, *, rule=None, first_rule=None,
-        low: float = 0.0, high: float = 1.0, create_graph: bool = False) -> torch.Tensor:
+        low: float = 0.0, high: float = 1.0, stabilizer: float = 1e-6,
+        create_graph: bool = False) -> torch.Tensor:
     """LRP with 003's rules: zB in the first layer, z+ in every later Linear / Conv2d.
 
     Relevance starts as ``R = onehot(target)`` on the logits (003: ``R_i = delta_iy``),
@@ -172,49 +190,54 @@ def lrp(model: nn.Module, x: torch.Tensor, target=None, *, rule=None, first_rule
     ``[(0 - mean)/std, (1 - mean)/std]``, as the 003 code does). The Normalize layer is
     elementwise, so relevance crosses it unchanged: the heatmap is ``R^(0)`` of 003.
 
-    Works on flat ``nn.Sequential`` models (nested Sequentials are flattened) made of
-    Linear, Conv2d, ReLU, Softplus, MaxPool2d, Flatten, Normalize, Dropout, Identity:
-    robattr's ``mlp``, ``cnn`` and ``lenet``. Anything else raises ``ValueError`` naming
-    the module (ResNets need residual rules that 003 does not specify).
+    ResNets (003's ResNet-18; robattr's ``resnet20``, ``resnet18_cifar``, ``resnet18``,
+    ``resnet50`` and torchvision's ``ResNet``) are first put in canonical form, as Zennit's
+    ``ResNetCanonizer`` does (:mod:`robattr.attributions.canonize`): each eval-mode
+    BatchNorm is folded into the convolution before it, so ``rule`` sees one affine layer
+    (its bias is the fold's); at each residual sum ``b + s`` the relevance is split in
+    proportion to the summands, ``R_b = b R / (b + s)`` and ``R_s = s R / (b + s)``
+    (Zennit's ``Norm`` rule on its ``Sum``); average pooling splits it in proportion to
+    its inputs (Zennit's ``Norm`` on ``AvgPool``); an option-A shortcut (subsample and
+    zero-pad) routes it back to the pixels it took. ``stabilizer`` is the ``epsilon`` of
+    :func:`stabilize` in those two splits. Anything else (a BatchNorm that follows no
+    Conv2d / Linear or is in training mode, an unknown block or layer) raises
+    ``ValueError`` naming the module.
 
-    ``create_graph=True``: differentiable w.r.t. ``x`` and the parameters; ``d/dx`` is
-    the derivative of this propagation with the max-pool switches and the signs inside
-    the stabilizer held fixed (they are locally constant). Unlike GBP it is not zero on
-    ReLU networks, since the ratios depend on the activations.
+    ``create_graph=True``: differentiable w.r.t. ``x`` and the parameters (BatchNorm's
+    too, through the fold); ``d/dx`` is the derivative of this propagation with the
+    max-pool switches and the signs inside the stabilizers held fixed (they are locally
+    constant). Unlike GBP it is not zero on ReLU networks, since the ratios depend on the
+    activations.
     """
     check_model(model)
     x = check_input(x)
-    layers = _layers(model)
-    for name, m in layers:
-        _check_layer(name, m)
-    params = [i for i, (_, m) in enumerate(layers) if isinstance(m, (nn.Linear, nn.Conv2d))]
-    if not params:
+    stabilizer = check_nonnegative("stabilizer", stabilizer)
+    steps = compile_chain(model)
+    first = next(iter_affine(steps), None)
+    if first is None:
         raise ValueError("lrp needs at least one Linear or Conv2d layer in the model")
     rule = ZPlus() if rule is None else rule
     target = resolve_target(model, x, target)
     ctx = torch.enable_grad() if create_graph else torch.no_grad()
     with ctx:
-        acts = [x if create_graph else x.detach()]
-        for _, m in layers:
-            acts.append(m(acts[-1]))
+        acts, saved = run_chain(steps, x if create_graph else x.detach())
         logits = acts[-1]
         if logits.ndim != 2:
             raise ValueError(f"the model must return N x classes logits, got {tuple(logits.shape)}")
         target = resolve_target(model, x, target, num_classes=logits.shape[1])
         if first_rule is None:
+            if first not in steps:
+                raise ValueError(f"the first Linear / Conv2d ({first.name!r}) is inside a "
+                                 "residual block: pass first_rule (e.g. ZBox(low, high) in its "
+                                 "input space)")
             lo = torch.full_like(x, float(low))
             hi = torch.full_like(x, float(high))
-            for _, m in layers[:params[0]]:  # all supported pre-layers are monotone
-                lo, hi = m(lo), m(hi)
+            for step in steps[:steps.index(first)]:
+                if not (isinstance(step, Leaf) and step.kind in ("pass", "flatten", "maxpool")):
+                    raise ValueError(f"cannot map the pixel box through {step.name!r} to the "
+                                     f"first layer {first.name!r}: pass first_rule")
+                lo, hi = step.fn(lo), step.fn(hi)  # monotone: Normalize, activations, pooling
             first_rule = ZBox(lo.detach(), hi.detach())
         R = F.one_hot(target, logits.shape[1]).to(logits.dtype)
-        for i in range(len(layers) - 1, -1, -1):
-            m, a = layers[i][1], acts[i]
-            if isinstance(m, (nn.Linear, nn.Conv2d)):
-                R = (first_rule if i == params[0] else rule)(m, a, R)
-            elif isinstance(m, nn.MaxPool2d):
-                R = _maxpool_back(m, a, R)
-            elif isinstance(m, nn.Flatten):
-                R = R.reshape(a.shape)
-            # activations, Dropout, Identity, Normalize: relevance passes unchanged
+        R = _Walk(rule, first, first_rule, stabilizer, create_graph).chain(steps, acts, saved, R)
     return R
