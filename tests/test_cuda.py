@@ -285,9 +285,9 @@ ATTRIBUTION_OPTIONS = {
     "relex": dict(epochs=3, n_noisy=2, init=1.0),
     "meaningful_perturbation": dict(iterations=3, mask_size=4),
 }
-#: (method, net) pairs that do not apply: lrp handles sequential networks only, Grad-CAM
-#: needs a convolution
-NOT_APPLICABLE = {("lrp", "resnet18_cifar"), ("grad_cam", "mlp")}
+#: (method, net) pairs that do not apply: Grad-CAM needs a convolution (lrp handles the
+#: ResNets since robattr.attributions.canonize)
+NOT_APPLICABLE = {("grad_cam", "mlp")}
 ATTRIBUTION_CASES = [(m, n) for m in sorted(A.METHODS) for n in NETS
                      if (m, n) not in NOT_APPLICABLE]
 SAMPLING_METHODS = sorted(m for m, f in A.METHODS.items()
