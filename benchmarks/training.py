@@ -8,7 +8,7 @@ The default is a small run (3 timed steps per loss at batch 128). On a GPU, the 
 architectures and the losses they time::
 
     python benchmarks/training.py --device cuda --archs lenet resnet20 resnet18_cifar \\
-        --losses ce at ssr ig_norm l2_cosd hessian
+        --losses ce at ssr ig_norm l2_cosd hessian atex iga
 
 For each architecture, every loss trains its own copy of the same initial model
 (Softplus(β=3), as 003 trains all of them; Adam, lr 1e-3) on the same batches, with its
@@ -71,8 +71,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 #: our loss name -> 003 Table 2's regularizer label
-PAPER_003 = {"ce": "CE only", "hessian": "Hessian", "l2_cosd": "l2+Cosd"}
-PAPER_003_ONLY = ("ATEX (3rd step)", "IGA")  # in Table 2, not implemented here
+PAPER_003 = {"ce": "CE only", "hessian": "Hessian", "l2_cosd": "l2+Cosd",
+             "atex": "ATEX (3rd step)",
+             "iga": "IGA"}
+PAPER_003_ONLY = ()  # in Table 2, not implemented here
 #: our architecture -> 003 Table 2's CIFAR10 model
 MODEL_003 = {"lenet": "LeNet", "resnet18_cifar": "ResNet18"}
 #: our loss name -> 000 Table 3's training label

@@ -246,8 +246,15 @@ def step_passes(sig: str | dict) -> list[tuple[str, float, float]]:
     ``ig_steps`` points at two inputs kept in the graph; SSR adds ``C`` backward passes for
     the input Jacobian and one kept in the graph; the Hessian penalty a gradient kept in
     the graph, a Hessian-vector product and the backward through both per sample; 003's
-    gradient-alignment losses a detached backward and a gradient kept in the graph. A
-    first-order model: ``robattr plan --check`` compares it with the zoo's recorded times."""
+    gradient-alignment losses a detached backward and a gradient kept in the graph; ATEX
+    the teacher's SmoothGrad (``sg_samples`` gradients of the batch), two teacher forwards
+    and two student steps (clean and perturbed batch); IGA (ART) a gradient for its top-k
+    values, then per attack step and once more for the loss the two input gradients of
+    the true and runner-up logits kept in the graph (a ``grad2`` of ``2 b`` rows), besides
+    the CE step at x_adv; AdvAAT the clean saliency map, per attack step a ``grad2`` of
+    the batch (CE plus the map's dissimilarity), then both maps in the graph (``2 b``
+    rows) besides the CE step at x_adv. A first-order model: ``robattr plan --check``
+    compares it with the zoo's recorded times."""
     s = json.loads(sig) if isinstance(sig, str) else sig
     b, method, hp = float(s["batch_size"]), s["method"], s.get("loss") or {}
     classes = NUM_CLASSES.get(s["dataset"], 10)
@@ -275,6 +282,16 @@ def step_passes(sig: str | dict) -> list[tuple[str, float, float]]:
         return train + [("grad2", n, n * b), ("hvp", n, n * b)]
     if method in ("l2", "cosd", "l2_cosd"):
         return train + bwd + [("grad2", 1, b)]
+    if method == "atex":
+        n = hp.get("sg_samples", 10)
+        return [("grad", n, n * b), ("fwd", 2, 2 * b), ("train", 2, 2 * b)]
+    if method == "iga":
+        k = hp.get("steps", 3) if hp.get("eps", 8 / 255) > 0 else 0
+        top = [("grad", 1, b)] if k else []
+        return top + [("grad2", k + 1, 2 * (k + 1) * b)] + train
+    if method == "advaat":
+        k = hp.get("steps", 7)
+        return [("grad", 1, b), ("grad2", k, k * b), ("grad2", 1, 2 * b)] + train
     raise ValueError(f"no cost model for the loss {method!r}: add it to robattr.cost.step_passes")
 
 

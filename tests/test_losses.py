@@ -23,6 +23,9 @@ FAST = {
     "l2": {},
     "cosd": {},
     "l2_cosd": {},
+    "atex": dict(sg_samples=2),
+    "iga": dict(steps=1),
+    "advaat": dict(steps=2),
 }
 
 #: The hyper-parameters that switch each loss's extra term off.
@@ -36,6 +39,8 @@ ZERO = {
     "l2": dict(lam=0.0),
     "cosd": dict(lam_cos=0.0),
     "l2_cosd": dict(lam=0.0, lam_cos=0.0),
+    "iga": dict(lam=0.0, eps=0.0),
+    "advaat": dict(lam=0.0, eps=0.0),
 }
 
 TINY = {"shape": (1, 4, 4), "num_classes": 5, "mean": (0.5,), "std": (0.25,)}

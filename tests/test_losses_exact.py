@@ -26,7 +26,8 @@ PGD_MODULE = importlib.import_module("robattr.attacks.pgd")   # the module, not 
 
 #: The losses this file checks against independent values; a newly registered loss makes
 #: test_every_registered_loss_has_an_exact_test fail until it gets one.
-COVERED = {"ce", "at", "trades", "ig_norm", "igr", "ssr", "hessian", "l2", "cosd", "l2_cosd"}
+COVERED = {"ce", "at", "trades", "ig_norm", "igr", "ssr", "hessian", "l2", "cosd", "l2_cosd",
+           "atex", "iga", "advaat"}   # the last three: tests/test_losses_alignment.py
 
 
 # --------------------------------------------------------------------------- the model

@@ -44,6 +44,12 @@ hessian    CE(x) + lam · ‖∇² z_y(x) v‖², v ~ N(0, I) (Hutchinson)      
 l2         CE(x) + lam · ‖∇z_y(x+δ) − ∇z_y(x)‖², δ ~ U([−eps, eps]^d)             003 Eq.5
 cosd       CE(x) + lam_cos · (1 − cos(∇z_y(x+δ), ∇z_y(x))) / 2                   003 Eq.4
 l2_cosd    CE(x) + lam · l2 + lam_cos · cosd                                     003 Eq.5
+atex       KL(f(x) ‖ g(x)) + lam · KL(f(x_i) ‖ g(x_p)), f a frozen teacher,      003 App.
+           x_i along / x_p across the teacher's SmoothGrad (Tang et al. 2022)
+iga        CE(x_adv) + lam · softplus(d(∇z_y, x) − d(∇z_i*, x)) at x_adv,         003 App.
+           x_adv = PGD on that term, d = 1 − cos (Singh et al. 2020; 001's ART)
+advaat     CE(x_adv) + lam · d(∇z_y(x), ∇z_y(x_adv)), x_adv = PGD on the same    FAR
+           sum, d = 1 − Pearson (Ivankay et al. 2020; 001's AdvAAT)
 ========== ==================================================================== =========
 
 Second derivatives: only ``hessian`` needs the Hessian of the network itself
@@ -58,23 +64,26 @@ The package's modules: :mod:`~robattr.train.losses.base` (the protocol, the regi
 ``ce``), :mod:`~robattr.train.losses.adversarial` (the losses with a PGD inner loop:
 ``at``, ``trades``, ``ig_norm``, ``igr``) and :mod:`~robattr.train.losses.gradient` (the
 regularisers of the input gradient and its curvature: ``ssr``, ``hessian``, ``l2``,
-``cosd``, ``l2_cosd``). Every name is importable from ``robattr.train.losses``.
+``cosd``, ``l2_cosd``) and :mod:`~robattr.train.losses.alignment` (the baselines of 001
+and 003 from other papers: ``atex``, ``iga``, ``advaat``). Every name is importable from
+``robattr.train.losses``.
 """
 from __future__ import annotations
 
 from robattr.models import has_relu
 
 # The losses register in the order of the table above (LOSSES): base (ce), then adversarial,
-# then gradient.
+# then gradient, then alignment.
 from robattr.train.losses.base import (LOSSES, RESERVED_HPARAMS, CrossEntropy, Loss, make_loss,
                                        register_loss)
 from robattr.train.losses.adversarial import IGR, TRADES, AdversarialTraining, IGNorm
 from robattr.train.losses.gradient import (SSR, UNITS, GradCosd, GradL2, GradL2Cosd,
                                            HessianNorm)
 from robattr.train.losses.gradient import _differentiable_batchnorm  # noqa: F401 (tests)
+from robattr.train.losses.alignment import ATEX, IGA, AdvAAT
 
 __all__ = [
     "Loss", "LOSSES", "RESERVED_HPARAMS", "register_loss", "make_loss", "CrossEntropy",
     "AdversarialTraining", "TRADES", "IGNorm", "IGR", "SSR", "HessianNorm", "GradL2",
-    "GradCosd", "GradL2Cosd", "has_relu",
+    "GradCosd", "GradL2Cosd", "ATEX", "IGA", "AdvAAT", "has_relu",
 ]
