@@ -41,7 +41,7 @@ __all__ = [
     "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
     "config", "config_hash", "zoo_dir", "paths", "stats", "reset_stats", "training_log",
     "TRAIN_SIZE_ENV", "effective_train_size", "RECIPE_ENV", "effective_recipe",
-    "REQUESTS_ENV", "request_log", "METHOD_DEFAULTS", "default_batch_size",
+    "REQUESTS_ENV", "request_log", "METHOD_DEFAULTS", "default_batch_size", "load_key",
 ]
 
 #: Environment variable with the default ``train_size`` (set from a profile's ``train_size:``).
@@ -316,6 +316,25 @@ def _save(key: str, model: nn.Module, meta: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+def load_key(key: str) -> nn.Module:
+    """The cached model stored under ``key`` (``model.zoo_meta["key"]``), checked as every
+    load is (key, configuration, weights' sha256); ``ValueError`` when it is not cached or
+    unusable. A loss that needs another trained model (ATEX's teacher) gets it this way."""
+    wpath, jpath = paths(key)
+    msg = (f"the zoo model {key[:12]}... is not in the zoo cache ({zoo_dir()}); train it "
+           "first (robattr.zoo.get_model) and pass its model.zoo_meta['key']")
+    if not (wpath.exists() and jpath.exists()):
+        raise ValueError(msg)
+    try:
+        cfg = json.loads(jpath.read_text(encoding="utf-8"))["config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ValueError(msg) from None
+    model = _load(key, cfg, cfg["dataset"])
+    if model is None:
+        raise ValueError(msg)
+    return model
+
+
 # --------------------------------------------------------------------------- public API
 def get_model(dataset: str, arch: str, method: str = "ce", *,
               epochs: int = DEFAULTS["epochs"], lr: float = DEFAULTS["lr"],
@@ -573,3 +592,12 @@ def list_models():
         rows.append(row)
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values("created", ignore_index=True) if len(df) else df
+
+
+def _register_with_losses() -> None:
+    from robattr.train.losses import alignment
+
+    alignment.register_key_loader(load_key)
+
+
+_register_with_losses()

@@ -17,7 +17,6 @@ method so) and "AdvAAT" rows (``advaat``).
 from __future__ import annotations
 
 import copy
-import json
 import re
 import weakref
 from typing import Any, ClassVar
@@ -78,24 +77,24 @@ def _kl_to(target_probs: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
     return (torch.special.xlogy(target_probs, target_probs) - target_probs * log_q).sum(1)
 
 
-def _zoo_teacher(key: str) -> nn.Module:
-    """The zoo model stored under ``key`` (checked as the zoo checks its own loads)."""
-    from robattr import zoo
+#: How a teacher's key becomes a model: :mod:`robattr.zoo` registers its loader here when it
+#: is imported (the losses sit below the zoo and never import it).
+_KEY_LOADER = None
 
-    wpath, jpath = zoo.paths(key)
-    msg = (f"loss 'atex': the teacher {key[:12]}... is not in the zoo cache "
-           f"({zoo.zoo_dir()}); train it first (robattr.zoo.get_model) and pass its "
-           "model.zoo_meta['key']")
-    if not (wpath.exists() and jpath.exists()):
-        raise ValueError(msg)
-    try:
-        cfg = json.loads(jpath.read_text(encoding="utf-8"))["config"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise ValueError(msg) from None
-    model = zoo._load(key, cfg, cfg["dataset"])      # verifies the key, config and sha256
-    if model is None:
-        raise ValueError(msg)
-    return model
+
+def register_key_loader(loader) -> None:
+    """Set the function that turns a teacher's zoo key into a trained model (robattr.zoo
+    calls this with :func:`robattr.zoo.load_key` when it is imported)."""
+    global _KEY_LOADER
+    _KEY_LOADER = loader
+
+
+def _zoo_teacher(key: str) -> nn.Module:
+    """The zoo model stored under ``key``, through the registered loader."""
+    if _KEY_LOADER is None:
+        raise ValueError("loss 'atex': a teacher given by its zoo key needs robattr.zoo "
+                         "(import robattr.zoo first), or give the teacher with set_teacher")
+    return _KEY_LOADER(key)
 
 
 # --------------------------------------------------------------------------- ATEX
