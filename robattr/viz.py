@@ -24,6 +24,7 @@ its units, and return what they drew: an ``Axes`` for the heatmaps, a seaborn
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 from typing import Any, Sequence
 
@@ -35,7 +36,7 @@ from robattr.tables import (MISSING, MISSING_NOTE, NOT_BUILT, NOT_IN_PAPER, NOT_
 
 __all__ = ["THEME", "set_theme", "theme", "to_image", "heatmap_grid", "rank_heatmap",
            "verdict_heatmap", "VERDICT_COLORS", "bound_ratio", "measured_vs_bound",
-           "metric_curves", "matrix_heatmap", "show_whole_tables", "table_html",
+           "metric_curves", "matrix_heatmap", "readable_log_ticks", "show_whole_tables", "table_html",
            "MISSING", "MISSING_NOTE", "show_table", "NOT_BUILT", "NOT_IN_PAPER", "NOT_RUN"]
 
 #: The book's figure style, as arguments of ``seaborn.set_theme``.
@@ -111,24 +112,30 @@ def _label(name: str, units: str | None) -> str:
     return f"{name} ({units})" if units else name
 
 
-def _plain_log_ticks(ax) -> None:
-    """Label the log-scaled axes of ``ax`` with plain numbers (0.2, 5, 1000) instead of
-    matplotlib's 2 × 10⁻¹: over a range of less than a decade the minor ticks get labels
-    too, and the long ones run into each other."""
+def readable_log_ticks(ax, subs: Sequence[float] = (2, 3, 5), max_decades: float = 1.0) -> None:
+    """Label the log-scaled axes of ``ax`` so that no two labels run into each other: plain
+    numbers (0.2, 5, 1000) at the decades, and at the minor ticks only when the axis spans
+    at most ``max_decades`` decades, and then only at ``subs`` times a power of ten (2, 3
+    and 5: 20, 30, 50, never 60 70 80 90). Decided when the figure is drawn, from the axis's
+    limits at that time."""
     from matplotlib import ticker
 
-    def plain(which: ticker.Formatter) -> ticker.Formatter:
-        # matplotlib's own formatter still decides which ticks get a label; only the
-        # label's text changes (public API only)
-        return ticker.FuncFormatter(lambda x, pos: f"{x:g}" if which(x, pos) else "")
+    def major(x, pos):
+        return f"{x:g}" if x > 0 else ""
+
+    def minor_for(axis):
+        def minor(x, pos):
+            lo, hi = sorted(axis.get_view_interval())
+            if lo <= 0 or x <= 0 or math.log10(hi / lo) > max_decades:
+                return ""
+            mant = x / 10 ** math.floor(math.log10(x) + 1e-9)
+            return f"{x:g}" if any(abs(mant - s) < 1e-6 * s for s in subs) else ""
+        return minor
 
     for axis in (ax.xaxis, ax.yaxis):
         if axis.get_scale() == "log":
-            for setter, fmt in ((axis.set_major_formatter, ticker.LogFormatterSciNotation()),
-                                (axis.set_minor_formatter, ticker.LogFormatterSciNotation(
-                                    labelOnlyBase=False))):
-                fmt.set_axis(axis)
-                setter(plain(fmt))
+            axis.set_major_formatter(ticker.FuncFormatter(major))
+            axis.set_minor_formatter(ticker.FuncFormatter(minor_for(axis)))
 
 
 # --------------------------------------------------------------------------- attribution maps
@@ -384,7 +391,7 @@ def bound_ratio(data=None, *, measured, bound, hue=None, col=None, kind: str = "
                         aspect=aspect, facet_kws={"sharex": False}, **extra)
         for ax in g.axes.flat:
             ax.axvline(1.0, color="black", lw=1, ls="--", label="bound")
-            _plain_log_ticks(ax)
+            readable_log_ticks(ax)
         g.set_axis_labels(f"measured {ratio} (1 = at the bound)",
                           "fraction of cases" if kind == "ecdf" else "cases")
         _facet_titles(g, frame.assign(_broken=broken), names["col"], "_broken", lower, title)
@@ -436,7 +443,7 @@ def measured_vs_bound(data=None, *, measured, bound, hue=None, col=None,
             ends = np.concatenate([part[m].to_numpy(float), part[b].to_numpy(float)])
             if log:
                 ax.set_xscale("log"), ax.set_yscale("log")
-                _plain_log_ticks(ax)
+                readable_log_ticks(ax)
                 ends = ends[ends > 0]
             if ends.size:
                 line = (np.geomspace if log else np.linspace)(ends.min(), ends.max(), 50)
@@ -508,7 +515,7 @@ def metric_curves(data, *, x: str = "eps", y: str = "value", hue: str | None = "
                 ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
             if logy:
                 ax.set_yscale("log")
-            _plain_log_ticks(ax)
+            readable_log_ticks(ax)
         g.set_axis_labels(_label(xlabel, x_units), _label(ylabel or y, y_units))
         parts = [f"{{{name}}}" for name, var in (("row_name", row), ("col_name", col)) if var]
         if parts:

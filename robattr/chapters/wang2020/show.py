@@ -13,11 +13,12 @@ beside the paper's.
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+
+from robattr.viz import readable_log_ticks  # noqa: F401 (re-exported: the notebooks import it here)
 
 __all__ = ["curve_bands", "attack_curves_figure", "beside_paper", "readable_log_ticks",
            "NO_REFERENCE_VALUE"]
@@ -187,27 +188,3 @@ def _describe(label: str) -> str:
 
 
 # --------------------------------------------------------------------------- log axes
-def readable_log_ticks(ax, subs: Sequence[float] = (2, 3, 5), max_decades: float = 1.0) -> None:
-    """Label the log-scaled axes of ``ax`` so that no two labels run into each other: plain
-    numbers (0.2, 5, 1000) at the decades, and at the minor ticks only when the axis spans
-    at most ``max_decades`` decades, and then only at ``subs`` times a power of ten (2, 3
-    and 5: 20, 30, 50, never 60 70 80 90). Decided when the figure is drawn, from the axis's
-    limits at that time."""
-    from matplotlib import ticker
-
-    def major(x, pos):
-        return f"{x:g}" if x > 0 else ""
-
-    def minor_for(axis):
-        def minor(x, pos):
-            lo, hi = sorted(axis.get_view_interval())
-            if lo <= 0 or x <= 0 or math.log10(hi / lo) > max_decades:
-                return ""
-            mant = x / 10 ** math.floor(math.log10(x) + 1e-9)
-            return f"{x:g}" if any(abs(mant - s) < 1e-6 * s for s in subs) else ""
-        return minor
-
-    for axis in (ax.xaxis, ax.yaxis):
-        if axis.get_scale() == "log":
-            axis.set_major_formatter(ticker.FuncFormatter(major))
-            axis.set_minor_formatter(ticker.FuncFormatter(minor_for(axis)))
