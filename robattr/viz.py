@@ -36,8 +36,8 @@ from robattr.tables import (MISSING, MISSING_NOTE, NOT_BUILT, NOT_IN_PAPER, NOT_
 
 __all__ = ["THEME", "set_theme", "theme", "to_image", "heatmap_grid", "rank_heatmap",
            "verdict_heatmap", "VERDICT_COLORS", "bound_ratio", "measured_vs_bound",
-           "metric_curves", "matrix_heatmap", "readable_log_ticks", "show_whole_tables", "table_html",
-           "MISSING", "MISSING_NOTE", "show_table", "NOT_BUILT", "NOT_IN_PAPER", "NOT_RUN"]
+           "metric_curves", "matrix_heatmap", "readable_log_ticks", "show_whole_tables",
+           "table_html", "MISSING", "MISSING_NOTE", "show_table", "NOT_BUILT", "NOT_IN_PAPER", "NOT_RUN"]
 
 #: The book's figure style, as arguments of ``seaborn.set_theme``.
 THEME: dict[str, Any] = {
