@@ -25,8 +25,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from robattr.models import Normalize
 from robattr.train.losses.adversarial import _clean_logits, _PGDMixin
+from robattr.train.losses.gradient import _normalizer
 from robattr.train.losses.base import Loss, register_loss
 from robattr.train.losses.gradient import UNITS
 
@@ -46,25 +46,6 @@ def _runner_up(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     masked = logits.detach().clone()
     masked.scatter_(1, y[:, None], float("-inf"))
     return masked.argmax(1)
-
-
-def _normalizer(model: nn.Module, x: torch.Tensor, units: str):
-    """``(mean, std)`` of the model's first :class:`robattr.models.Normalize` layer, shaped
-    to broadcast to ``x``; None with ``units="pixel"`` or without such a layer (the input
-    is then its own normalised input)."""
-    if units == "pixel":
-        return None
-    norm = next((m for m in model.modules() if isinstance(m, Normalize)), None)
-    if norm is None:
-        return None
-    mean = norm.mean.to(device=x.device, dtype=x.dtype)
-    std = norm.std.to(device=x.device, dtype=x.dtype)
-    try:
-        torch.broadcast_shapes(std.shape, x.shape)
-    except RuntimeError:
-        raise ValueError(f"units='normalized': the model's Normalize std {tuple(std.shape)} "
-                         f"does not broadcast to the input {tuple(x.shape)}") from None
-    return mean, std
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:

@@ -26,25 +26,33 @@ def _target_logit_sum(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 UNITS = ("normalized", "pixel")
 
 
-def _input_scale(model: nn.Module, x: torch.Tensor, units: str) -> torch.Tensor | None:
-    """The per-channel std σ that turns a pixel gradient into a gradient w.r.t. the
-    normalised input (``∇_n = σ ⊙ ∇_x`` for ``x_n = (x − μ) / σ``), shaped to broadcast to
-    ``x``; None when ``units == "pixel"`` or the model has no
-    :class:`robattr.models.Normalize` layer (its input is then taken as already
-    normalised: σ = 1). The std is the first Normalize module's (``model[0]`` in every
-    :func:`robattr.models.build` model)."""
+def _normalizer(model: nn.Module, x: torch.Tensor, units: str):
+    """``(mean, std)`` of the model's first :class:`robattr.models.Normalize` layer
+    (``model[0]`` in every :func:`robattr.models.build` model), shaped to broadcast to
+    ``x``; None with ``units == "pixel"`` or without such a layer (the input is then taken
+    as already normalised)."""
     if units == "pixel":
         return None
     norm = next((m for m in model.modules() if isinstance(m, Normalize)), None)
     if norm is None:
         return None
+    mean = norm.mean.to(device=x.device, dtype=x.dtype)
     std = norm.std.to(device=x.device, dtype=x.dtype)
     try:
         torch.broadcast_shapes(std.shape, x.shape)
     except RuntimeError:
         raise ValueError(f"units='normalized': the model's Normalize std {tuple(std.shape)} "
                          f"does not broadcast to the input {tuple(x.shape)}") from None
-    return std
+    return mean, std
+
+
+def _input_scale(model: nn.Module, x: torch.Tensor, units: str) -> torch.Tensor | None:
+    """The per-channel std σ that turns a pixel gradient into a gradient w.r.t. the
+    normalised input (``∇_n = σ ⊙ ∇_x`` for ``x_n = (x − μ) / σ``), shaped to broadcast to
+    ``x``; None when ``units == "pixel"`` or the model has no Normalize layer (σ = 1):
+    :func:`_normalizer`'s std."""
+    found = _normalizer(model, x, units)
+    return None if found is None else found[1]
 
 
 def _hessian_vector_sq(logits: torch.Tensor, x: torch.Tensor, y: torch.Tensor, samples: int,
