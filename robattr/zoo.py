@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from robattr import catalog, precision
+from robattr.train.losses import alignment as _alignment_losses
 from robattr.utils import cache_dir, check_int, check_number, get_device, seed_everything
 
 __all__ = [
@@ -594,10 +595,4 @@ def list_models():
     return df.sort_values("created", ignore_index=True) if len(df) else df
 
 
-def _register_with_losses() -> None:
-    from robattr.train.losses import alignment
-
-    alignment.register_key_loader(load_key)
-
-
-_register_with_losses()
+_alignment_losses.register_key_loader(load_key)   # ATEX's teacher key -> a model
