@@ -79,6 +79,12 @@ class Verdict:
         than on a verdict word)."""
         return self.verdict == "holds"
 
+    @property
+    def fails(self) -> bool:
+        """Whether the rule found the claim not to hold ("does not hold"); neither
+        :attr:`holds` nor this: partly, inconclusive or not comparable."""
+        return self.verdict == "does not hold"
+
 
 def _fmt(x: float) -> str:
     return f"{x:.3g}"

@@ -174,6 +174,19 @@ def _same_scale(a: str, b: str) -> bool:
     return bool(strip(a)) and strip(a) == strip(b)
 
 
+def _shown(text: str) -> str:
+    """A claim line's part in the reader's language (:func:`robattr.reader.reader_text`:
+    paper keys, the papers' metric names, MathJax), for the notebook ``$ROBATTR_NOTEBOOK``
+    names; the recorded text stays as written."""
+    import os
+
+    from robattr.reader import reader_text
+    from robattr.results import NOTEBOOK_ENV
+
+    chapter = os.environ.get(NOTEBOOK_ENV, "").split("/")[0] or None
+    return reader_text(text, chapter) if text else text
+
+
 def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
           unit: str | None = None, dataset: str | None = None, model: str | None = None):
     """A claim **of the paper** with our verdict, rendered as Markdown and recorded.
@@ -195,9 +208,10 @@ def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = No
 
     index, where = _record("claim", text, verdict, evidence,
                            dict(n=n, unit=unit, dataset=dataset, model=model))
-    tail = (f" {evidence}" if evidence else "") + _reference_tail(text, where)
-    return Markdown(f'<span id="claim-{index}"></span>**Claim:** {text} — '
-                    f"**{VERDICTS[verdict.verdict]}** ({verdict.rule}; {where}).{tail}")
+    tail = (f" {_shown(evidence)}" if evidence else "") + _reference_tail(text, where)
+    return Markdown(f'<span id="claim-{index}"></span>**Claim:** {_shown(text)} — '
+                    f"**{VERDICTS[verdict.verdict]}** ({_shown(verdict.rule)}; {_shown(where)})."
+                    f"{tail}")
 
 
 def check(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
@@ -213,9 +227,9 @@ def check(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = No
         raise CheckFailed(f"check failed (a bug, not a finding): {text} ({verdict.rule})")
     index, where = _record("check", text, verdict, evidence,
                            dict(n=n, unit=unit, dataset=dataset, model=model))
-    tail = (f" {evidence}" if evidence else "") + _reference_tail(text, where)
-    return Markdown(f'<span id="claim-{index}"></span>**Check (our arithmetic):** {text} — '
-                    f"**✔ passes** ({verdict.rule}; {where}).{tail}")
+    tail = (f" {_shown(evidence)}" if evidence else "") + _reference_tail(text, where)
+    return Markdown(f'<span id="claim-{index}"></span>**Check (our arithmetic):** {_shown(text)} '
+                    f"— **✔ passes** ({_shown(verdict.rule)}; {_shown(where)}).{tail}")
 
 
 def demonstrate(text: str, verdict: Verdict, erratum: str, evidence: str = "", *,
@@ -237,7 +251,8 @@ def demonstrate(text: str, verdict: Verdict, erratum: str, evidence: str = "", *
                           f"{text} ({verdict.rule})")
     index, where = _record("demonstration", text, verdict, evidence,
                            dict(n=n, unit=unit, dataset=dataset, model=model), erratum=erratum)
-    tail = (f" {evidence}" if evidence else "") + _reference_tail(text, where)
-    return Markdown(f'<span id="claim-{index}"></span>**Erratum shown:** {text} — '
-                    f"**the counterexample refutes it as printed** ({verdict.rule}; {where}). "
+    tail = (f" {_shown(evidence)}" if evidence else "") + _reference_tail(text, where)
+    return Markdown(f'<span id="claim-{index}"></span>**Erratum shown:** {_shown(text)} — '
+                    f"**the counterexample refutes it as printed** ({_shown(verdict.rule)}; "
+                    f"{_shown(where)}). "
                     f"See {{ref}}`the errata entry <{erratum}>`.{tail}")
