@@ -27,6 +27,11 @@ def table_html(df) -> str:
     return html + (f'<p class="robattr-missing">{MISSING_NOTE}</p>' if has_missing else "")
 
 
+def _label(label) -> str:
+    """A row or column label as a reader reads it: a MultiIndex tuple joined by " · "."""
+    return " · ".join(map(str, label)) if isinstance(label, tuple) else str(label)
+
+
 def _missing_reasons(df, why) -> dict[str, list[str]]:
     """For each reason, the labels of the rows or columns whose "—" it explains; raises
     if a missing cell has no reason (a reader should never meet an unexplained "—")."""
@@ -48,8 +53,8 @@ def _missing_reasons(df, why) -> dict[str, list[str]]:
                 unexplained.append(f"({row}, {col})")
                 continue
             names = used.setdefault(why[label], [])
-            if str(label) not in names:
-                names.append(str(label))
+            if _label(label) not in names:
+                names.append(_label(label))
     if unexplained:
         raise ValueError("show_table: no reason given for the missing cells "
                          + ", ".join(unexplained[:8]) + (" ..." if len(unexplained) > 8 else "")

@@ -394,3 +394,13 @@ def test_show_table_transposes_a_wide_table_and_keeps_it_whole():
     assert html.count("<tr>") >= 30          # one row per former column
     full = pd.DataFrame({"a": [1.0]})
     assert "robattr-missing" not in str(getattr(viz.show_table(full), "data", ""))
+
+
+def test_show_table_names_multiindex_labels_as_a_reader_reads_them():
+    import pandas as pd
+    from robattr import viz
+
+    cols = pd.MultiIndex.from_tuples([("Grad", "ours"), ("Grad", "paper")])
+    df = pd.DataFrame([[0.5, np.nan]], columns=cols, index=["MNIST"])
+    html = str(getattr(viz.show_table(df, why={("Grad", "paper"): viz.NOT_IN_PAPER}), "data", ""))
+    assert "— (Grad · paper): not in the paper" in html and "('Grad'" not in html
