@@ -36,7 +36,7 @@ def _attribution_methods_work(p):
             + _all_maps(photo, 1, p["photo_samples"], p["ig_steps"],
                         max(10, p["relex_epochs"] // 5))
             + [grads2(fam, 1, 3, 8, "differentiability check: 8 maps, 24 rows"),
-               grads(fam, 1, 125, what="IG completeness")])
+               grads(fam, 8, 340, 10, "IG completeness: 2 CNNs x 5 rules x m = 4..256")])
 
 
 def _attacks_models(p):
