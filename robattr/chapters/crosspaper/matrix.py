@@ -58,7 +58,8 @@ def training_cost(model: nn.Module) -> dict:
 
 # --------------------------------------------------------------------------- directions
 _LOWER = ("T_e_", "T_c_deg_", "dev_", "angle_deg_", "frac_above_Te_", "fooled",
-          "seconds_per_epoch", "train_seconds", "peak_memory_mb", "cert_violations")
+          "seconds_per_epoch", "train_seconds", "step_seconds", "peak_memory_mb",
+          "cert_violations")
 
 
 def higher_is_better(key: str) -> bool:
