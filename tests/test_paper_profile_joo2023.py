@@ -51,6 +51,8 @@ PAPER = {
     ("joo2023/table1_robustness", "frame_width"): (5, "RobustAGA test_adv_insertion.py"),
     ("joo2023/table1_robustness", "table4_methods"): (["Grad", "xGrad", "GBP", "LRP"],
                                                       "App. Table 4"),
+    ("joo2023/table1_robustness", "baselines"): (["ATEX", "IGA"], "Table 1, LeNet block"),
+    ("joo2023/table1_robustness", "iga_lam"): (1.0, "App. A, IGA: bold lambda = 1"),
     ("joo2023/table2_cost", "grid_lam"): ([0.0, 0.01, 0.1, 1.0], "App. A, l2 + cosd lambda"),
     ("joo2023/table2_cost", "grid_lam_cos"): ([0.01, 0.1, 1.0], "App. A, l2 + cosd lambda_c"),
 }
@@ -128,3 +130,11 @@ def test_every_paper_setting_names_its_source():
     for line in settings:
         comment = line.split("#", 1)[1]
         assert re.search(r"003|RobustAGA|not a paper setting", comment), line
+
+
+def test_medium_leaves_the_baselines_out_and_quick_trains_both(found):
+    """ATEX and IGA cost 11-14 CE runs each on CIFAR-10 LeNet: the medium profile trains
+    neither (their rows then say why), the quick and paper profiles train both."""
+    key = "joo2023/table1_robustness"
+    assert profiles.resolve(found[key], "medium")["baselines"] == []
+    assert profiles.resolve(found[key], "quick")["baselines"] == ["ATEX", "IGA"]

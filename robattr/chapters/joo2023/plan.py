@@ -25,17 +25,31 @@ def _joo_common(p):
     return dict(activation="softplus", beta=p["beta"], **_joo_train(p))
 
 
+def _baseline_specs(p, common):
+    """003's baselines the notebook trains (its parameter ``baselines``): ATEX distils the CE
+    model, named by its zoo key (the key the notebook reads from ``zoo_meta``, computed here
+    from the same settings and the same environment), IGA with 003's lambda."""
+    from robattr import zoo
+
+    d, a, out = p["dataset"], p["arch"], []
+    if "ATEX" in p["baselines"]:
+        out.append(spec(d, a, "atex", teacher=zoo.config_hash(d, a, "ce", **common), **common))
+    if "IGA" in p["baselines"]:
+        out.append(spec(d, a, "iga", lam=p["iga_lam"], **common))
+    return out
+
+
 def _table1_models(p):
     common = _joo_common(p)
     broken = spec(p["dataset"], p["arch"], "cosd", lam_cos=p["break_lam_cos"], eps=p["train_eps"],
                   **common)
-    return _joo_specs(p, common) + [broken]
+    return _joo_specs(p, common) + _baseline_specs(p, common) + [broken]
 
 
 def _table1_work(p):
     fam, n, r = family(p["dataset"], p["arch"]), p["n_eval"], p["rps_samples"]
     out = []
-    for _ in range(4):                      # models
+    for _ in range(4 + len(p["baselines"])):   # models: 003's four and its baselines trained here
         for _ in range(4):                  # Grad, xGrad, GBP, LRP
             out += [grads(fam, n, r + 1, what="RPS"), grads(fam, n, 2, what="maps")]
             out += curve(fam, n, 20, "insertion") + curve(fam, n, 20, "adv-insertion")
@@ -46,7 +60,8 @@ def _table1_work(p):
             out += flat(attack(fam, n, p["attack_steps"], what="Table 4") for _ in extra)
             out += flat(curve(fam, n, 20, "Table 4 adv-insertion") for _ in p["attack_eps_list"])
     out += [grads(fam, n, r + 1, 5, "RPS: guard, broken maps, large noise"),
-            fwd(fam, TEST_SIZES.get(p["dataset"], 0), 2, what="accuracy")]
+            fwd(fam, TEST_SIZES.get(p["dataset"], 0), 2 + ("ATEX" in p["baselines"]),
+                what="accuracy")]
     return out + curve(fam, n, 20, "broken maps: insertion") * 2
 
 
