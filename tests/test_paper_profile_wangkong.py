@@ -28,7 +28,12 @@ L2_ATTACK_STEPS = 20           # D.3: "PGD-20 is used as l2 attack"
 LINF_ATTACK_STEPS = 200        # D.3: "200-step IFIA is used as l-inf attack"
 TABLE6_EPS = 0.1               # D.1: "The perturbation size is chosen to be 0.1"
 T910_EPS = (0.1, 8 / 255)      # D.3: eps = 0.1 for l2 and 8/255 for l-inf
-T7_ROWS = ["AT", "IG-NORM", "TRADES", "TRADES+IGR"]   # Table 7's rows robattr can train
+T7_ROWS = ["AT", "IG-NORM", "AdvAAT", "ART", "TRADES", "TRADES+IGR"]   # Tables 7-8's rows, every one
+T6_ROWS = ["AT", "IG-NORM", "AdvAAT", "ART", "TRADES"]                  # Table 6's rows
+T9_ROWS = ["AT", "AdvAAT", "TRADES", "TRADES+IGR"]                      # Table 9's rows (Flower)
+# the zoo loss of each row: ART is Singh et al. 2020's method (iga), AdvAAT Ivankay et al. 2020's
+ROW_OF = {"ce": "CE", "at": "AT", "ig_norm": "IG-NORM", "advaat": "AdvAAT", "iga": "ART",
+          "trades": "TRADES", "igr": "TRADES+IGR"}
 
 # ---------------------------------------------------------------- 002 (wangkong2025)
 T567_BLOCKS = {"MNIST": "wangkong2025_table5", "CIFAR-10": "wangkong2025_table6",
@@ -77,9 +82,14 @@ def test_001_attacks_and_budgets(paper):
     assert p["l2_steps"] == L2_ATTACK_STEPS and p["linf_steps"] == LINF_ATTACK_STEPS
     assert p["table6_eps"] == TABLE6_EPS
     assert (p["t910_eps_l2"], p["t910_eps_linf"]) == pytest.approx(T910_EPS, rel=1e-12)
-    labels = {"at": "AT", "ig_norm": "IG-NORM", "trades": "TRADES", "igr": "TRADES+IGR"}
-    assert [labels[m] for m in p["models"]] == T7_ROWS
-    assert set(T7_ROWS) <= set(papers.table("wangkong2023_table7").model)
+    assert [ROW_OF[m] for m in p["models"]] == T7_ROWS
+    for table in ("wangkong2023_table7", "wangkong2023_table8"):
+        assert list(dict.fromkeys(papers.table(table).model)) == T7_ROWS, table
+    assert [ROW_OF[m] for m in p["table6_models"]] == T6_ROWS
+    assert list(dict.fromkeys(papers.table("wangkong2023_table6").model)) == T6_ROWS
+    t910 = {ROW_OF[m] for m in p["t910_models"]}
+    assert set(T9_ROWS) <= t910 and set(papers.table("wangkong2023_table9").model) == set(T9_ROWS)
+    assert set(papers.table("wangkong2023_table10").model) <= t910
 
 
 def test_tables_5_7_run_every_block_at_the_printed_radii_and_thresholds(paper):

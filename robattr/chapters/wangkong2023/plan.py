@@ -87,6 +87,10 @@ def _tables_bounds_work(p):
     for _ in dict.fromkeys(p["t910_models"]):
         out += flat(bounds(d, p["t910_n_eval"], rows, nm) for nm in ("l2", "linf"))
     out += flat(bounds(d, 8, p["ig_steps"], "l2") for _ in range(2))
+    n_term = min(256, TEST_SIZES.get(d, 256))          # AdvAAT's and ART's objective at the trained model
+    steps = {"advaat": 7 + 2, "iga": 2 * (3 + 1) + 1}   # the losses' default attack steps (robattr.cost.step_passes)
+    out += [grads2(family(d, p["arch"]), n_term, 1, steps[m], f"{m}: its training objective")
+            for m in dict.fromkeys(list(p["models"]) + list(p["table6_models"])) if m in steps]
     return out + [fwd(family(d, p["arch"]), TEST_SIZES.get(d, 0), 4, what="correct images")]
 
 
