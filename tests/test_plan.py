@@ -511,3 +511,19 @@ def test_training_estimate_caps_train_size_at_the_split():
     assert plan._n_train(small) == 1000
     assert plan._n_train(big) == cost.TRAIN_SIZES["digits"] == plan._n_train(
         zoo.config("digits", "cnn", "ce", epochs=1))
+
+
+def test_atex_teacher_key_is_the_ce_model_the_profile_trains():
+    # the paper profile trains CIFAR-10 with its recipe (crop+flip): the ATEX row's teacher
+    # must be that CE model's key, as in the notebook's kernel (profile_env)
+    prof = profiles.load_profile("paper")
+    nb = next(n for n in notebooks.discover() if n.key == "joo2023/table1_robustness")
+    params = profiles.resolve(nb, prof)
+    if "ATEX" not in params.get("baselines", []):
+        pytest.skip("the paper profile trains no ATEX row")
+    cfgs = plan.declared_models(nb.key, params, profiles.effective_train_size(prof, nb.key),
+                                profiles.effective_recipe(prof))
+    ce = [c for c in cfgs if c["method"] == "ce"]
+    atex = [c for c in cfgs if c["method"] == "atex"]
+    assert len(ce) == 1 and len(atex) == 1 and ce[0].get("augment") == "crop+flip"
+    assert atex[0]["loss"]["teacher"] == zoo._key(ce[0])

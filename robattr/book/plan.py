@@ -73,10 +73,24 @@ def declared_models(key: str, params: dict, train_size: int | None = None,
     ``params``, each once, in the order of its first call; ``train_size`` and ``recipe``
     (by dataset) are the profile's (:func:`~robattr.book.profiles.effective_train_size`,
     :func:`~robattr.book.profiles.effective_recipe`)."""
-    from robattr import zoo
+    import json
 
+    from robattr import zoo
+    from robattr.book.execution import environ
+    from robattr.catalog import RECIPE_ENV, TRAIN_SIZE_ENV
+
+    # the environment the notebook's kernel would have (profiles.profile_env), so that a
+    # declaration that derives a model's key (ATEX's teacher) derives the kernel's key
+    env = {}
+    if recipe:
+        env[RECIPE_ENV] = json.dumps(recipe, sort_keys=True)
+    if train_size is not None:
+        env[TRAIN_SIZE_ENV] = (json.dumps(train_size, sort_keys=True)
+                               if isinstance(train_size, dict) else str(train_size))
+    with environ(env):
+        specs = list(_declaration(key).models(params))
     out, seen = [], set()
-    for spec in _declaration(key).models(params):
+    for spec in specs:
         spec = dict(spec)
         for field, value in ((recipe or {}).get(spec["dataset"]) or {}).items():
             spec.setdefault(field, value)
