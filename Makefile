@@ -35,8 +35,8 @@ $(VENV)/.ray: requirements-ray.txt $(VENV)/.installed
 
 ray: $(VENV)/.ray
 
-# The optional Quantus extra (robattr.metrics.quantus_adapter): the tests need it, the book
-# does not.
+# The optional Quantus extra (robattr.metrics.quantus_adapter): the tests need it, and the
+# book's cross-paper matrix shows Quantus's robustness metrics with it.
 $(VENV)/.quantus: requirements-quantus.txt $(VENV)/.installed
 	$(PY) -m pip install --quiet -r requirements-quantus.txt
 	@touch $@
@@ -52,7 +52,7 @@ $(MATHJAX):
 
 mathjax: $(MATHJAX)
 
-book: venv mathjax
+book: venv quantus mathjax
 	$(VENV)/bin/robattr build --profile $(PROFILE)
 
 test: venv ray quantus mathjax
