@@ -310,6 +310,19 @@ def test_directions():
                                   "lim2021"}
 
 
+def test_quantus_columns_are_lower_is_better():
+    """The matrix's Quantus block (its four robustness metrics, by the adapter's names) ranks
+    a smaller sensitivity or Lipschitz ratio as more robust."""
+    from robattr.metrics.quantus_adapter import ROBUSTNESS_METRICS
+
+    assert len(ROBUSTNESS_METRICS) == 4
+    assert not any(E.higher_is_better(k) for k in ROBUSTNESS_METRICS)
+    vals = np.array([0.1, 0.5, 0.3])                  # three rows' Max-Sensitivity
+    s = 1.0 if E.higher_is_better("Max-Sensitivity") else -1.0
+    ranks = (-vals * s).argsort().argsort() + 1        # the notebook's ranking, 1 = most robust
+    assert ranks.tolist() == [1, 3, 2]
+
+
 def test_learned_rows_drops_the_models_that_did_not_learn():
     import pandas as pd
 

@@ -60,17 +60,22 @@ def training_cost(model: nn.Module) -> dict:
 _LOWER = ("T_e_", "T_c_deg_", "dev_", "angle_deg_", "frac_above_Te_", "fooled",
           "seconds_per_epoch", "train_seconds", "step_seconds", "peak_memory_mb",
           "cert_violations")
+#: Quantus's four robustness metrics (robattr.metrics.quantus_adapter.ROBUSTNESS_METRICS, by
+#: Quantus's own names): sensitivities and Lipschitz ratios, lower = more robust.
+_QUANTUS_LOWER = ("Max-Sensitivity", "Avg-Sensitivity", "Local Lipschitz Estimate",
+                  "Relative Input Stability")
 
 
 def higher_is_better(key: str) -> bool:
     """Whether a larger value of an evaluation key means a more robust (or cheaper, or more
-    accurate) model: False for bounds, deviations, angles, attack success and costs,
-    True for agreement scores, certified budgets, cosines, retrieval, R and accuracy.
+    accurate) model: False for bounds, deviations, angles, attack success, costs and
+    Quantus's four robustness metrics (Max-Sensitivity, Avg-Sensitivity, Local Lipschitz
+    Estimate, Relative Input Stability), True for agreement scores, certified budgets, cosines, retrieval, R and accuracy.
     (000's ``kin_auc_clean_*`` is a no-attack reference, not a robustness score: it says
     how concentrated the clean maps are; compare ``kin_auc_*`` with it rather than rank it.)"""
     if not isinstance(key, str) or not key:
         raise ValueError(f"key must be a non-empty string, got {key!r}")
-    return not key.startswith(_LOWER)
+    return not (key.startswith(_LOWER) or key in _QUANTUS_LOWER)
 
 
 #: The five papers' evaluations by chapter key.

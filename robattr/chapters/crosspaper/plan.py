@@ -2,6 +2,8 @@
 matrix is a zoo model run through each paper's headline evaluation."""
 from __future__ import annotations
 
+import importlib.util
+
 from robattr.cost import (Declaration, attack, attr, bounds_001, curve, family, fwd, grads, pgd,
                           protocol_000, spec, steps_of)
 
@@ -9,9 +11,18 @@ from robattr.cost import (Declaration, attack, attr, bounds_001, curve, family, 
 _MATRIX_ROWS = {"CE": ("ce", {}), "AT-linf": ("at", {}), "TRADES": ("trades", {}),
                 "IG-NORM": ("ig_norm", {"batch_size": 16}), "IGR": ("igr", {}), "SSR": ("ssr", {}),
                 "Hessian": ("hessian", {}), "l2": ("l2", {}), "l2+cosd": ("l2_cosd", {})}
+#: The notebook's parameter ``baselines``: the papers' baselines as further rows, each loss's
+#: defaults (ATEX's teacher: the CE model of the same settings, by its zoo key).
+_BASELINES = {"ATEX": "atex", "IGA": "iga", "AdvAAT": "advaat"}
 
 
 def _matrix_models(p):
+    """The rows, then the baselines the notebook trains (ATEX's teacher: the CE model of the
+    same settings, named by its zoo key, computed here in the kernel's environment as the
+    notebook reads it from ``zoo_meta``; declared too when CE is not a row)."""
+    from robattr import zoo
+
+    common = dict(epochs=p["epochs"], activation="softplus", beta=p["beta"])
     out = []
     for name in p["rows"]:
         if name == "AT-l2":
@@ -19,15 +30,24 @@ def _matrix_models(p):
             method, hp = "at", dict(norm="l2", eps=e, steps=7, step_size=e / 4)
         else:
             method, hp = _MATRIX_ROWS[name]
-        out.append(spec(p["dataset"], p["arch"], method, epochs=p["epochs"],
-                        activation="softplus", beta=p["beta"], **hp))
+        out.append(spec(p["dataset"], p["arch"], method, **common, **hp))
+    for name in p["baselines"]:
+        hp = {}
+        if name == "ATEX":
+            if "CE" not in p["rows"]:
+                out.append(spec(p["dataset"], p["arch"], "ce", **common))
+            hp = dict(teacher=zoo.config_hash(p["dataset"], p["arch"], "ce", **common))
+        out.append(spec(p["dataset"], p["arch"], _BASELINES[name], **common, **hp))
     return out
 
 
 def _matrix_work(p):
     d, fam = p["dataset"], family(p["dataset"], p["arch"])
     n, out = p["n_eval"], []
+    quantus = importlib.util.find_spec("quantus") is not None   # the Quantus block runs only with the extra
     for cfg in _matrix_models(p):
+        if cfg["method"] == "ce" and "CE" not in p["rows"]:
+            continue                          # ATEX's teacher only: trained, not evaluated
         out.append(steps_of(cfg, 2 * p["n_cost_repeats"], batch=64, what="cost: timed steps"))
         m000 = {"SM": 1, "IG": p["n_ig_steps"], "SG": p["n_samples_000"], "UG": p["n_samples_000"]}
         for name, rows in m000.items():      # attack_auc_000
@@ -49,6 +69,10 @@ def _matrix_work(p):
         out.append(grads(fam, n, 1, what="004: SimGrad"))
         out += attr(fam, n, "relex", epochs=p["n_relex_004"], n_noisy=8, what="004: RelEx")
         out += curve(fam, n, 16, "004: deletion") * 4 + [fwd(fam, n, 2, what="004: retrieval")]
+        if quantus:                           # four metrics, n_quantus perturbed maps (Grad) per image each
+            q = p["n_quantus"]
+            out += [grads(fam, n, 4 * (q + 1), what="Quantus: robustness metrics (Grad)"),
+                    fwd(fam, n, 4 * (q + 1), what="Quantus: predictions")]
     return out
 
 
