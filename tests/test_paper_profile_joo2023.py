@@ -53,6 +53,14 @@ PAPER = {
                                                       "App. Table 4"),
     ("joo2023/table1_robustness", "baselines"): (["ATEX", "IGA"], "Table 1, LeNet block"),
     ("joo2023/table1_robustness", "iga_lam"): (1.0, "App. A, IGA: bold lambda = 1"),
+    ("joo2023/table1_robustness", "resnet_arch"): ("resnet18_cifar",
+                                                   "App. Architecture: kuangliu's CIFAR ResNet18"),
+    ("joo2023/table1_robustness", "resnet_optimizer"): ("adamw", "App. A (ResNet): AdamW"),
+    ("joo2023/table1_robustness", "resnet_weight_decay"): (1e-2, "App. A (ResNet): AdamW(wd=1e-2)"),
+    ("joo2023/table1_robustness", "resnet_l2_lam"): (1.0, "App. A (ResNet): l2, bold lambda = 1"),
+    ("joo2023/table1_robustness", "resnet_hessian_lam"): (1e-5, "App. A (ResNet): Hessian, 1e-5"),
+    ("joo2023/table1_robustness", "resnet_attack_eps"): (2 / 255, "Metrics, A-Ins: 2/255 for ResNet18"),
+    ("joo2023/table1_robustness", "resnet_baselines"): ([], "Table 1: no ATEX or IGA on ResNet18"),
     ("joo2023/table2_cost", "grid_lam"): ([0.0, 0.01, 0.1, 1.0], "App. A, l2 + cosd lambda"),
     ("joo2023/table2_cost", "grid_lam_cos"): ([0.01, 0.1, 1.0], "App. A, l2 + cosd lambda_c"),
 }
@@ -138,3 +146,44 @@ def test_medium_leaves_the_baselines_out_and_quick_trains_both(found):
     key = "joo2023/table1_robustness"
     assert profiles.resolve(found[key], "medium")["baselines"] == []
     assert profiles.resolve(found[key], "quick")["baselines"] == ["ATEX", "IGA"]
+
+
+def test_the_resnet_block_runs_in_the_paper_profile_only(found):
+    """Table 1's second block (CIFAR-10 ResNet-18) is the paper profile's; quick, smoke and
+    medium leave ``resnet_arch`` empty (the block's rows then show '—', not run)."""
+    key = "joo2023/table1_robustness"
+    for tier in ("quick", "smoke", "medium"):
+        assert profiles.resolve(found[key], tier)["resnet_arch"] == "", tier
+    assert profiles.resolve(found[key], "paper")["resnet_arch"] == "resnet18_cifar"
+
+
+def test_the_resnet_block_declares_the_papers_resnet_models(found):
+    """The plan declares the second block's four models with 003's ResNet-18 settings (App. A,
+    "Hyperparameters of training ResNet with CIFAR10 dataset") and the same training settings
+    as the LeNet block otherwise."""
+    from robattr.book import plan
+
+    prof = profiles.load_profile("paper")
+    key = "joo2023/table1_robustness"
+    params = profiles.resolve(found[key], prof)
+    cfgs = plan.declared_models(key, params, profiles.effective_train_size(prof, key),
+                                profiles.effective_recipe(prof))
+    res = {c["method"]: c for c in cfgs if c["arch"] == "resnet18_cifar"}
+    assert set(res) == {"ce", "hessian", "l2", "l2_cosd"}          # no ATEX or IGA on ResNet18
+    for c in res.values():
+        assert c["dataset"] == "cifar10"
+        assert c["optimizer"] == "adamw" and c["weight_decay"] == pytest.approx(1e-2)
+        assert c["lr"] == pytest.approx(1e-3) and c["batch_size"] == 128
+        assert c["epochs"] == 200 and list(c["milestones"]) == [100, 150]
+        assert c["activation"] == "softplus" and c["beta"] == pytest.approx(3.0)
+    assert res["l2"]["loss"]["lam"] == pytest.approx(1.0)
+    assert res["hessian"]["loss"]["lam"] == pytest.approx(1e-5)
+    assert res["l2_cosd"]["loss"]["lam"] == pytest.approx(0.1)
+    assert res["l2_cosd"]["loss"]["lam_cos"] == pytest.approx(1.0)
+    # the smoke profile declares no ResNet unless the block is turned on
+    smoke = profiles.resolve(found[key], "smoke")
+    assert not [c for c in plan.declared_models(key, smoke) if c["arch"].startswith("resnet")]
+    on = plan.declared_models(key, {**smoke, "resnet_arch": "resnet20",
+                                    "resnet_baselines": ["ATEX"]})
+    assert sorted(c["method"] for c in on if c["arch"] == "resnet20") == [
+        "atex", "ce", "hessian", "l2", "l2_cosd"]

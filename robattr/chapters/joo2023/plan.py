@@ -43,7 +43,47 @@ def _table1_models(p):
     common = _joo_common(p)
     broken = spec(p["dataset"], p["arch"], "cosd", lam_cos=p["break_lam_cos"], eps=p["train_eps"],
                   **common)
-    return _joo_specs(p, common) + _baseline_specs(p, common) + [broken]
+    return _joo_specs(p, common) + _baseline_specs(p, common) + [broken] + _resnet_specs(p)
+
+
+def _resnet_common(p):
+    """The second block's training options: the first block's, with its own optimiser."""
+    return {**_joo_common(p), "optimizer": p["resnet_optimizer"],
+            "weight_decay": p["resnet_weight_decay"]}
+
+
+def _resnet_specs(p):
+    """The second block of Table 1 (``resnet_arch``; none when it is empty): 003's four
+    models with the block's weights, then the baselines of ``resnet_baselines`` (ATEX's
+    teacher is this block's CE model)."""
+    from robattr import zoo
+
+    a = p.get("resnet_arch") or ""
+    if not a:
+        return []
+    d, common = p["dataset"], _resnet_common(p)
+    out = [spec(d, a, "ce", **common), spec(d, a, "hessian", lam=p["resnet_hessian_lam"], **common),
+           spec(d, a, "l2", lam=p["resnet_l2_lam"], eps=p["train_eps"], **common),
+           spec(d, a, "l2_cosd", lam=p["lam"], lam_cos=p["lam_cos"], eps=p["train_eps"], **common)]
+    if "ATEX" in p["resnet_baselines"]:
+        out.append(spec(d, a, "atex", teacher=zoo.config_hash(d, a, "ce", **common), **common))
+    if "IGA" in p["resnet_baselines"]:
+        out.append(spec(d, a, "iga", lam=p["iga_lam"], **common))
+    return out
+
+
+def _resnet_work(p):
+    """The second block's evaluation: Table 1's four attributions on each of its models."""
+    if not p.get("resnet_arch"):
+        return []
+    fam, n, r = family(p["dataset"], p["resnet_arch"]), p["n_eval"], p["rps_samples"]
+    out = []
+    for _ in range(4 + len(p["resnet_baselines"])):
+        for _ in range(4):                  # Grad, xGrad, GBP, LRP
+            out += [grads(fam, n, r + 1, what="ResNet RPS"), grads(fam, n, 2, what="ResNet maps")]
+            out += curve(fam, n, 20, "ResNet insertion") + curve(fam, n, 20, "ResNet adv-insertion")
+            out += attack(fam, n, p["attack_steps"], what="ResNet targeted attack")
+    return out
 
 
 def _table1_work(p):
@@ -62,7 +102,7 @@ def _table1_work(p):
     out += [grads(fam, n, r + 1, 5, "RPS: guard, broken maps, large noise"),
             fwd(fam, TEST_SIZES.get(p["dataset"], 0), 2 + ("ATEX" in p["baselines"]),
                 what="accuracy")]
-    return out + curve(fam, n, 20, "broken maps: insertion") * 2
+    return out + curve(fam, n, 20, "broken maps: insertion") * 2 + _resnet_work(p)
 
 
 def _table2_models(p):
