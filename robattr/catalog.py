@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "SHAPES", "NUM_CLASSES", "TEST_SIZES",
+__all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "BASELINE_LOSSES", "SHAPES", "NUM_CLASSES", "TEST_SIZES",
            "PRECISIONS", "TRAIN_SIZE_ENV", "check_train_size", "train_size_for",
            "train_size_from_env", "RECIPE_ENV", "AUGMENTATIONS", "SCHEDULES",
            "check_recipes", "recipes_from_env"]
@@ -24,6 +24,11 @@ ARCHS = ("mlp", "cnn", "lenet", "resnet18_cifar", "resnet20", "resnet18", "resne
 #: The training losses robattr registers (:data:`robattr.train.LOSSES`; a user may add more).
 LOSS_NAMES = ("ce", "at", "trades", "ig_norm", "igr", "ssr", "hessian", "l2", "cosd", "l2_cosd",
               "atex", "iga", "advaat")
+
+#: The baselines the papers compare against (Tang et al.'s ATEX, Singh et al.'s IGA / ART,
+#: Ivankay et al.'s AdvAAT): rows of the chapters' tables, not methods a paper proposes
+#: (ATEX needs a trained teacher). :data:`LOSS_NAMES` without them are the papers' own.
+BASELINE_LOSSES = ("atex", "iga", "advaat")
 
 #: Input shape (C, H, W) of the datasets whose size is fixed (flowers102's is a loader option).
 SHAPES = {"digits": (1, 8, 8), "mnist": (1, 28, 28), "fashion_mnist": (1, 28, 28),

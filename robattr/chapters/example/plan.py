@@ -39,20 +39,24 @@ def _attribution_methods_work(p):
                grads(fam, 8, 340, 10, "IG completeness: 2 CNNs x 5 rules x m = 4..256")])
 
 
-def _attacks_models(p):
+def _own_losses():
+    """The losses the worked example trains: robattr's, without the papers' baselines."""
+    from robattr.catalog import BASELINE_LOSSES
     from robattr.train import LOSSES
 
+    return [name for name in LOSSES if name not in BASELINE_LOSSES]
+
+
+def _attacks_models(p):
     return [spec(p["dataset"], p["arch"], epochs=p["epochs"], seed=0)] + [
         spec(p["dataset"], p["arch"], name, epochs=p["train_epochs"], seed=p["seed"],
-             activation="softplus", beta=3.0) for name in LOSSES]
+             activation="softplus", beta=3.0) for name in _own_losses()]
 
 
 def _attacks_work(p):
-    from robattr.train import LOSSES
-
     fam, n = family(p["dataset"], p["arch"]), p["n_eval"]
     out = flat(attack(fam, 1, p["steps"], surrogate=True, what="five attacks") for _ in range(5))
-    for _ in LOSSES:
+    for _ in _own_losses():
         out += pgd(fam, n, 10) + [grads(fam, n, 5, what="RPS")]
     out += flat(attack(fam, 1, p["steps"], surrogate=True, what="budgets") for _ in range(4))
     return out
