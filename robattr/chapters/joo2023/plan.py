@@ -25,17 +25,18 @@ def _joo_common(p):
     return dict(activation="softplus", beta=p["beta"], **_joo_train(p))
 
 
-def _baseline_specs(p, common):
-    """003's baselines the notebook trains (its parameter ``baselines``): ATEX distils the CE
-    model, named by its zoo key (the key the notebook reads from ``zoo_meta``, computed here
-    from the same settings and the same environment), IGA with 003's lambda."""
+def _baseline_specs(p, arch, baselines, common):
+    """003's baselines a block trains (``baselines``) on ``arch``: ATEX distils the block's
+    CE model, named by its zoo key (the key the notebook reads from ``zoo_meta``, computed
+    here from the same settings and the same environment), IGA with 003's lambda."""
     from robattr import zoo
 
-    d, a, out = p["dataset"], p["arch"], []
-    if "ATEX" in p["baselines"]:
-        out.append(spec(d, a, "atex", teacher=zoo.config_hash(d, a, "ce", **common), **common))
-    if "IGA" in p["baselines"]:
-        out.append(spec(d, a, "iga", lam=p["iga_lam"], **common))
+    d, out = p["dataset"], []
+    if "ATEX" in baselines:
+        out.append(spec(d, arch, "atex", teacher=zoo.config_hash(d, arch, "ce", **common),
+                        **common))
+    if "IGA" in baselines:
+        out.append(spec(d, arch, "iga", lam=p["iga_lam"], **common))
     return out
 
 
@@ -43,7 +44,8 @@ def _table1_models(p):
     common = _joo_common(p)
     broken = spec(p["dataset"], p["arch"], "cosd", lam_cos=p["break_lam_cos"], eps=p["train_eps"],
                   **common)
-    return _joo_specs(p, common) + _baseline_specs(p, common) + [broken] + _resnet_specs(p)
+    return (_joo_specs(p, common) + _baseline_specs(p, p["arch"], p["baselines"], common)
+            + [broken] + _resnet_specs(p))
 
 
 def _resnet_common(p):
@@ -56,8 +58,6 @@ def _resnet_specs(p):
     """The second block of Table 1 (``resnet_arch``; none when it is empty): 003's four
     models with the block's weights, then the baselines of ``resnet_baselines`` (ATEX's
     teacher is this block's CE model)."""
-    from robattr import zoo
-
     a = p.get("resnet_arch") or ""
     if not a:
         return []
@@ -65,11 +65,7 @@ def _resnet_specs(p):
     out = [spec(d, a, "ce", **common), spec(d, a, "hessian", lam=p["resnet_hessian_lam"], **common),
            spec(d, a, "l2", lam=p["resnet_l2_lam"], eps=p["train_eps"], **common),
            spec(d, a, "l2_cosd", lam=p["lam"], lam_cos=p["lam_cos"], eps=p["train_eps"], **common)]
-    if "ATEX" in p["resnet_baselines"]:
-        out.append(spec(d, a, "atex", teacher=zoo.config_hash(d, a, "ce", **common), **common))
-    if "IGA" in p["resnet_baselines"]:
-        out.append(spec(d, a, "iga", lam=p["iga_lam"], **common))
-    return out
+    return out + _baseline_specs(p, a, p["resnet_baselines"], common)
 
 
 def _resnet_work(p):
