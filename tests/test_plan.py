@@ -217,6 +217,44 @@ def test_a_cpu_calibration_is_the_faster_of_one_thread_and_all(monkeypatch, two_
     assert torch.get_num_threads() == 2                          # restored
 
 
+def test_a_family_times_both_thread_counts_once_per_batch_size(monkeypatch, two_threads):
+    """Inside one calibration the first pass of a family times one thread and all
+    threads at each batch size; the family's other passes reuse the winner (half the
+    timings of a cold ``robattr plan``), and a new calibration chooses again."""
+    import torch
+
+    seen = []
+
+    def timed(fn, sync, beat=None, **kw):
+        seen.append(torch.get_num_threads())
+        return 0.001 if torch.get_num_threads() == 1 else 0.5
+    monkeypatch.setattr(calibration, "_timed", timed)
+    monkeypatch.setattr(calibration, "_winners", {})
+    calibration._measure_pass("grad", "mlp:1x1x4:2", plan_device())
+    assert sorted(seen) == [1, 1, 2, 2]                 # both counts, at 1 row and at a batch
+    seen.clear()
+    calibration._measure_pass("grad2", "mlp:1x1x4:2", plan_device())
+    assert seen == [1, 1]                               # the winner only
+    seen.clear()
+    calibration._measure_pass("grad", "mlp:1x1x8:2", plan_device())
+    assert sorted(seen) == [1, 1, 2, 2]                 # another family chooses for itself
+
+
+def test_a_costly_pass_is_priced_per_row_from_one_row(monkeypatch):
+    """A pass whose one row takes half of BIG_BATCH_SECONDS or more is not timed again at
+    a larger batch: it costs its one-row time per row."""
+    calls = []
+
+    def timed(fn, sync, beat=None, **kw):
+        calls.append(1)
+        return calibration.BIG_BATCH_SECONDS
+    monkeypatch.setattr(calibration, "_timed", timed)
+    monkeypatch.setattr(calibration, "_winners", {})
+    t0, t1 = calibration._measure_pass("grad", "mlp:1x1x4:2", plan_device())
+    assert t1 == calibration.BIG_BATCH_SECONDS and t0 < 1e-5
+    assert len(calls) <= 2                              # the one-row timing(s) only
+
+
 def test_timed_takes_the_minimum_and_stops_when_it_cannot_win(monkeypatch):
     clock = [0.0]
 

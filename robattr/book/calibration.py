@@ -80,8 +80,9 @@ class Calibration:
 
 #: The way :func:`calibrate` measures; a calibration cached by another version is measured
 #: again (2: the faster of one thread and all threads, more repetitions; 3: training steps
-#: priced from their family's passes, a CE training step among them).
-CALIBRATION_VERSION = 3
+#: priced from their family's passes, a CE training step among them; 4: a family's thread
+#: count chosen once per batch size, a costly pass timed at one row only, 0.3 s a timing).
+CALIBRATION_VERSION = 4
 
 
 def _step_family(sig: str) -> str:
@@ -120,7 +121,7 @@ def _save_calibration(cal: Calibration, device) -> None:
     os.replace(tmp, path)
 
 
-def _timed(fn, sync, budget: float = 0.5, least: int = 3, most: int = 25,
+def _timed(fn, sync, budget: float = 0.3, least: int = 3, most: int = 25,
            beat: float | None = None, clock=None) -> float:
     """The fastest of the timed runs of ``fn()`` after one warm-up (at least ``least``
     runs, or one when the warm-up alone took over ``budget``; more while the total stays
@@ -160,25 +161,39 @@ def _threads(n: int):
         torch.set_num_threads(old)
 
 
-def _fastest(fn, device, **kw) -> float:
+#: The thread count that won a family's first measurement at each batch size ("1" or "big"),
+#: reused for its other passes within one :func:`calibrate` call (set there).
+_winners: dict | None = None
+
+
+def _fastest(fn, device, key=None, **kw) -> float:
     """:func:`_timed` of ``fn`` on ``device``; on a CPU the faster of one thread and of
     torch's thread count (the one a notebook uses). On an idle machine more threads are
     never much slower than one; on a loaded one, threads that wait for busy cores make a
     small pass tens to hundreds of times slower (measured: a gradient of the digits CNN,
     0.2 ms with one thread, 140 ms with two threads on two busy cores), so a calibration
     at the full thread count alone measures the load, not the work. One thread is timed
-    in process CPU time, which other processes on the machine do not inflate."""
+    in process CPU time, which other processes on the machine do not inflate. ``key``
+    (a family and batch size): inside :func:`calibrate` only the first pass measured under
+    a key times both thread counts; the family's other passes at that batch size reuse the
+    winner (half the measurements of a cold ``robattr plan``)."""
     sync = _sync(device)
     if device.type != "cpu":
         return _timed(fn, sync, **kw)
     import torch
 
-    best = None
-    for n in dict.fromkeys((1, torch.get_num_threads())):
+    counts = tuple(dict.fromkeys((1, torch.get_num_threads())))
+    if key is not None and _winners is not None and key in _winners:
+        counts = (_winners[key],)
+    best = best_n = None
+    for n in counts:
         clock = time.process_time if n == 1 else None
         with _threads(n):
             t = _timed(fn, sync, beat=best, clock=clock, **kw)
-        best = t if best is None else min(best, t)
+        if best is None or t < best:
+            best, best_n = t, n
+    if key is not None and _winners is not None:
+        _winners.setdefault(key, best_n)
     return best
 
 
@@ -214,8 +229,9 @@ BIG_BATCH_SECONDS = 0.05
 def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
     """(t0, t1) of one pass of ``kind`` on the family's model: timed at 1 row and at a
     larger batch, ``t(b) = t0 + b * t1``. The larger batch is as many rows as fit in about
-    :data:`BIG_BATCH_SECONDS` at the one-row time (2 to 64), so a costly pass (an attack
-    step of a ResNet) is timed on a few rows, a cheap one on many."""
+    :data:`BIG_BATCH_SECONDS` at the one-row time (3 to 64), so a cheap pass is timed on
+    many rows; a pass whose one row takes half that or more (a ResNet's attack step) is
+    priced per row from its one-row time alone."""
     import torch
 
     model, shape, dtype = _family_model(fam, device)
@@ -244,7 +260,7 @@ def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
             def f():
                 topk_attack(model, x, y, k=min(4, shape[-1] * shape[-2]), eps=0.03, steps=2,
                             criterion="mass")
-            return _fastest(f, device) / 2
+            return _fastest(f, device, key=(fam, b > 1)) / 2
         elif kind == "hvp":
             xg = x.clone().requires_grad_(True)
             (g,) = torch.autograd.grad(model(xg)[:, 0].sum(), xg, create_graph=True)
@@ -259,9 +275,13 @@ def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
                 (g,) = torch.autograd.grad(out, xg, create_graph=kind == "grad2")
                 if kind == "grad2":
                     torch.autograd.grad(g.pow(2).sum(), xg)
-        return _fastest(f, device)
+        return _fastest(f, device, key=(fam, b > 1))
 
     t_small = run(1)
+    if t_small >= BIG_BATCH_SECONDS / 2:
+        # a pass this costly is all per-row work (the larger batch would be 2 rows, and
+        # t(2) - t(1) mostly noise): price it at t_small a row, and save its slowest timing
+        return 1e-6, t_small
     big = int(min(64, max(2, BIG_BATCH_SECONDS / max(t_small, 1e-9))))
     t_big = run(big)
     t1 = max(0.0, (t_big - t_small) / (big - 1))
@@ -358,9 +378,14 @@ def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
         return cal
     if log:
         log(f"robattr plan: calibrating {n} cost(s) on {cal.description} (cached afterwards)")
-    for key in todo_p:
-        kind, fam = key.split("|", 1)
-        cal.passes[key] = list(_measure_pass(kind, fam, device))
+    global _winners
+    _winners = {}
+    try:
+        for key in todo_p:
+            kind, fam = key.split("|", 1)
+            cal.passes[key] = list(_measure_pass(kind, fam, device))
+    finally:
+        _winners = None
     if need_np:
         cal.numpy = _measure_numpy()
     if need_eig:
