@@ -7,6 +7,10 @@
 PYTHON  ?= python3
 VENV    ?= .venv
 PROFILE ?= quick
+# notebooks executed at a time (robattr build --jobs): one per core, at most 4; each kernel
+# then runs on cores/JOBS threads, which suits the book's small models better than one
+# notebook on all cores
+JOBS    ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 PY      := $(VENV)/bin/python
 MATHJAX_VERSION := 3.2.2
 MATHJAX := book/mathjax/tex-mml-chtml.js
@@ -14,7 +18,8 @@ MATHJAX := book/mathjax/tex-mml-chtml.js
 .PHONY: book test venv ray quantus mathjax clean distclean help
 
 help:
-	@echo "make book     build the HTML book (PROFILE=quick|medium|paper|smoke, default quick)"
+	@echo "make book     build the HTML book (PROFILE=quick|medium|paper|smoke, default quick;"
+	@echo "              JOBS=n notebooks at a time, default one per core up to 4)"
 	@echo "make test     run the tests"
 	@echo "make clean    remove executed notebooks and the HTML build"
 
@@ -53,7 +58,7 @@ $(MATHJAX):
 mathjax: $(MATHJAX)
 
 book: venv quantus mathjax
-	$(VENV)/bin/robattr build --profile $(PROFILE)
+	$(VENV)/bin/robattr build --profile $(PROFILE) --jobs $(JOBS)
 
 test: venv ray quantus mathjax
 	$(PY) -m pytest -q
