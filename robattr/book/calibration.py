@@ -161,8 +161,8 @@ def _threads(n: int):
         torch.set_num_threads(old)
 
 
-#: The thread count that won a family's first measurement at each batch size ("1" or "big"),
-#: reused for its other passes within one :func:`calibrate` call (set there).
+#: The thread count that won a family's first measurement at each batch size, keyed by
+#: (family, batch > 1), reused for its other passes within one :func:`calibrate` call (set there).
 _winners: dict | None = None
 
 
@@ -229,7 +229,7 @@ BIG_BATCH_SECONDS = 0.05
 def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
     """(t0, t1) of one pass of ``kind`` on the family's model: timed at 1 row and at a
     larger batch, ``t(b) = t0 + b * t1``. The larger batch is as many rows as fit in about
-    :data:`BIG_BATCH_SECONDS` at the one-row time (3 to 64), so a cheap pass is timed on
+    :data:`BIG_BATCH_SECONDS` at the one-row time (2 to 64), so a cheap pass is timed on
     many rows; a pass whose one row takes half that or more (a ResNet's attack step) is
     priced per row from its one-row time alone."""
     import torch
