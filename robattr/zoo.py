@@ -454,7 +454,24 @@ def reset_stats() -> None:
     _STATS.update(hits=0, misses=0)
 
 
+def _process_start(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch, read from Linux's
+    ``/proc`` (field 22 of ``/proc/<pid>/stat``, clock ticks after ``btime``); None where
+    there is no ``/proc`` or it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        btime = next(int(line.split()[1]) for line in
+                     Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+        return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
 def _lock_owner_gone(lock: Path) -> bool:
+    """Whether the process that wrote ``lock`` is gone. On the same host: its pid no longer
+    runs, or runs a process that started after the lock was written (the pid was reused,
+    e.g. after a restart: a lock left behind would otherwise hold its key forever); on
+    another host: the lock is older than :data:`LOCK_STALE_SECONDS`."""
     try:
         host, pid, started = lock.read_text().split()
         age = time.time() - float(started)
@@ -471,7 +488,9 @@ def _lock_owner_gone(lock: Path) -> bool:
             return True
         except PermissionError:
             return False
-        return False
+        start = _process_start(int(pid))
+        # the writer started before it wrote the lock; /proc's btime is whole seconds
+        return start is not None and start > float(started) + 2.0
     return age > LOCK_STALE_SECONDS
 
 

@@ -5,6 +5,8 @@ import datetime as dt
 import hashlib
 import json
 import math
+import os
+import time
 
 import pytest
 import torch
@@ -417,6 +419,35 @@ def test_stale_lock_of_a_dead_process_is_taken_over(cache, fit_calls):
     lock.write_text(f"{platform.node()} {dead} 0\n")
     zoo.get_model("digits", "mlp", progress=False, **FAST)
     assert len(fit_calls) == 1 and not lock.exists()
+
+
+def test_lock_whose_pid_now_runs_a_later_process_is_taken_over(cache, fit_calls):
+    """A lock left by a process whose pid has since been reused (machine restarted) is
+    stale: its pid runs, but a process that started after the lock was written."""
+    import platform
+
+    if zoo._process_start(os.getpid()) is None:
+        pytest.skip("no /proc to read a process's start time from")
+    cfg = zoo.config("digits", "mlp", **FAST)
+    cache.mkdir(parents=True, exist_ok=True)
+    lock = cache / f"{zoo._key(cfg)}.lock"
+    lock.write_text(f"{platform.node()} {os.getpid()} {zoo._process_start(os.getpid()) - 60}\n")
+    assert zoo._lock_owner_gone(lock)
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert len(fit_calls) == 1 and not lock.exists()
+
+
+def test_lock_of_a_live_process_is_kept(cache):
+    """A lock written by a process that still runs (this one, after it started) holds."""
+    import platform
+
+    cache.mkdir(parents=True, exist_ok=True)
+    lock = cache / "held.lock"
+    lock.write_text(f"{platform.node()} {os.getpid()} {time.time()}\n")
+    assert not zoo._lock_owner_gone(lock)
+    start = zoo._process_start(os.getpid())
+    # the parse reads this test process's start: before now, and within the test run
+    assert start is None or time.time() - 6 * 3600 < start <= time.time() + 2
 
 
 def test_stats_and_training_log_count_hits_and_misses(cache):
