@@ -5,13 +5,14 @@ import math
 import numbers
 import os
 import random
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from robattr import precision as _precision  # noqa: F401  (applies the precision policy)
 
-__all__ = ["get_device", "seed_everything", "make_generator", "cache_dir", "check_int",
+__all__ = ["get_device", "process_start", "seed_everything", "make_generator", "cache_dir", "check_int",
            "check_number", "check_eps", "check_model", "check_image_batch"]
 
 
@@ -59,8 +60,6 @@ def make_generator(x: torch.Tensor, generator=None, seed=None) -> torch.Generato
 def cache_dir() -> "os.PathLike[str]":
     """The robattr cache folder: ``$ROBATTR_CACHE``, else ``$XDG_CACHE_HOME/robattr``
     (``~/.cache/robattr``). Created on demand."""
-    from pathlib import Path
-
     root = os.environ.get("ROBATTR_CACHE")
     if root:
         path = Path(root).expanduser()
@@ -123,3 +122,16 @@ def check_image_batch(x, y):
                              f"got {tuple(y.shape)}")
         y = y.long()
     return x.detach(), y
+
+
+def process_start(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch, read from Linux's
+    ``/proc`` (field 22 of ``/proc/<pid>/stat``, clock ticks after ``btime``); None where
+    there is no ``/proc`` or it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        btime = next(int(line.split()[1]) for line in
+                     Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+        return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None

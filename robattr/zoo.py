@@ -36,7 +36,8 @@ from torch import nn
 
 from robattr import catalog, precision
 from robattr.train.losses import alignment as _alignment_losses
-from robattr.utils import cache_dir, check_int, check_number, get_device, seed_everything
+from robattr.utils import cache_dir, check_int, check_number, get_device, process_start
+from robattr.utils import seed_everything
 
 __all__ = [
     "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
@@ -454,24 +455,9 @@ def reset_stats() -> None:
     _STATS.update(hits=0, misses=0)
 
 
-def _process_start(pid: int) -> float | None:
-    """When process ``pid`` started, in seconds since the epoch, read from Linux's
-    ``/proc`` (field 22 of ``/proc/<pid>/stat``, clock ticks after ``btime``); None where
-    there is no ``/proc`` or it cannot be read."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        btime = next(int(line.split()[1]) for line in
-                     Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
-        return btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-
-
 def _lock_owner_gone(lock: Path) -> bool:
-    """Whether the process that wrote ``lock`` is gone. On the same host: its pid no longer
-    runs, or runs a process that started after the lock was written (the pid was reused,
-    e.g. after a restart: a lock left behind would otherwise hold its key forever); on
-    another host: the lock is older than :data:`LOCK_STALE_SECONDS`."""
+    """Whether the writer of ``lock`` is gone: same host, its pid runs no process begun before
+    the lock (pids recur after a restart; 2 s slack); else older than LOCK_STALE_SECONDS."""
     try:
         host, pid, started = lock.read_text().split()
         age = time.time() - float(started)
@@ -488,17 +474,14 @@ def _lock_owner_gone(lock: Path) -> bool:
             return True
         except PermissionError:
             return False
-        start = _process_start(int(pid))
-        # the writer started before it wrote the lock; /proc's btime is whole seconds
-        return start is not None and start > float(started) + 2.0
+        return (process_start(int(pid)) or 0.0) > float(started) + 2.0   # None: no /proc
     return age > LOCK_STALE_SECONDS
 
 
 @contextlib.contextmanager
 def _train_lock(key: str, poll: float = 0.5):
-    """An exclusive lock file ``<key>.lock`` in the zoo folder (``O_CREAT | O_EXCL``, which
-    is atomic on local and NFSv3+ file systems). A lock whose process is gone (same host)
-    or that is older than :data:`LOCK_STALE_SECONDS` (other hosts) is removed."""
+    """An exclusive lock file ``<key>.lock`` in the zoo folder (``O_CREAT | O_EXCL``: atomic
+    on local and NFSv3+ file systems); a stale one (:func:`_lock_owner_gone`) is removed."""
     lock = zoo_dir() / f"{key}.lock"
     while True:
         try:

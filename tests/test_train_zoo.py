@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from robattr import data, train, zoo
+from robattr import data, train, utils, zoo
 from robattr.models import build
 from robattr.train import LOSSES, CrossEntropy, Loss, evaluate, fit, make_loss, register_loss
 
@@ -426,12 +426,12 @@ def test_lock_whose_pid_now_runs_a_later_process_is_taken_over(cache, fit_calls)
     stale: its pid runs, but a process that started after the lock was written."""
     import platform
 
-    if zoo._process_start(os.getpid()) is None:
+    if utils.process_start(os.getpid()) is None:
         pytest.skip("no /proc to read a process's start time from")
     cfg = zoo.config("digits", "mlp", **FAST)
     cache.mkdir(parents=True, exist_ok=True)
     lock = cache / f"{zoo._key(cfg)}.lock"
-    lock.write_text(f"{platform.node()} {os.getpid()} {zoo._process_start(os.getpid()) - 60}\n")
+    lock.write_text(f"{platform.node()} {os.getpid()} {utils.process_start(os.getpid()) - 60}\n")
     assert zoo._lock_owner_gone(lock)
     zoo.get_model("digits", "mlp", progress=False, **FAST)
     assert len(fit_calls) == 1 and not lock.exists()
@@ -445,7 +445,7 @@ def test_lock_of_a_live_process_is_kept(cache):
     lock = cache / "held.lock"
     lock.write_text(f"{platform.node()} {os.getpid()} {time.time()}\n")
     assert not zoo._lock_owner_gone(lock)
-    start = zoo._process_start(os.getpid())
+    start = utils.process_start(os.getpid())
     # the parse reads this test process's start: before now, and within the test run
     assert start is None or time.time() - 6 * 3600 < start <= time.time() + 2
 
