@@ -12,8 +12,8 @@ import torch
 
 from robattr import precision as _precision  # noqa: F401  (applies the precision policy)
 
-__all__ = ["get_device", "process_start", "seed_everything", "make_generator", "cache_dir", "check_int",
-           "check_number", "check_eps", "check_model", "check_image_batch"]
+__all__ = ["get_device", "seed_everything", "make_generator", "cache_dir", "check_int",
+           "check_number", "check_eps", "check_model", "check_image_batch", "process_start"]
 
 
 def get_device(device: str | torch.device = "auto") -> torch.device:
