@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -173,8 +174,26 @@ def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
     return Verdict("holds partly", f"{tally}: none holds in full and none goes the other way")
 
 
+_PREPOSITION = re.compile(r"\s(?:of|with|against|for|in|on|per|at|under)\s")
+_IRREGULAR = {"radii": "radius", "indices": "index", "matrices": "matrix", "hypotheses": "hypothesis"}
+
+
 def _singular(what: str) -> str:
-    return what[:-1] if what.endswith("s") and not what.endswith("ss") else what
+    """The singular of a plural noun phrase, for "every <one> holds": its head noun, the last
+    word before any preposition, loses its plural ("comparisons with the other models" ->
+    "comparison with the other models"); a parenthesised tuple stays as it is."""
+    if what.startswith("("):
+        return what
+    m = _PREPOSITION.search(what)
+    head, tail = (what[:m.start()], what[m.start():]) if m else (what, "")
+    *rest, last = head.split(" ")
+    if last in _IRREGULAR:
+        last = _IRREGULAR[last]
+    elif last.endswith(("sses", "xes", "ches", "shes")):
+        last = last[:-2]
+    elif last.endswith("s") and not last.endswith("ss"):
+        last = last[:-1]
+    return " ".join([*rest, last]) + tail
 
 
 def exact(violations: int, n: int, *, what: str = "cases") -> Verdict:

@@ -59,6 +59,18 @@ def test_combine_reaches_every_outcome():
         verdicts.combine([])
 
 
+@pytest.mark.parametrize("what, one", [
+    ("cells", "cell"), ("input sizes", "input size"), ("radii", "radius"), ("classes", "class"),
+    ("comparisons with the other models", "comparison with the other models"),
+    ("pairs of headline evaluations", "pair of headline evaluations"),
+    ("defenses against CE", "defense against CE"), ("(model, attribution)", "(model, attribution)"),
+])
+def test_combine_names_one_unit_in_the_singular(what, one):
+    h = Verdict("holds", "")
+    assert verdicts.combine([h, h], what=what).rule.endswith(f"every {one} holds")
+    assert f"2 of 2 {what} hold" in verdicts.combine([h, h], what=what).rule
+
+
 def test_exact_and_share_reach_every_outcome():
     assert verdicts.exact(0, 200).verdict == "holds"
     assert verdicts.exact(1, 200).verdict == "does not hold"
