@@ -181,9 +181,12 @@ _IRREGULAR = {"radii": "radius", "indices": "index", "matrices": "matrix", "hypo
 def _singular(what: str) -> str:
     """The singular of a plural noun phrase, for "every <one> holds": its head noun, the last
     word before any preposition, loses its plural ("comparisons with the other models" ->
-    "comparison with the other models"); a parenthesised tuple stays as it is."""
+    "comparison with the other models"); a leading parenthesised tuple stays as it is, and
+    the words after it are treated the same way ("(T, model) cells" -> "(T, model) cell")."""
     if what.startswith("("):
-        return what
+        close = what.find(")") + 1
+        rest = what[close:] if close else ""
+        return what[:close] + " " + _singular(rest.lstrip()) if rest.strip() else what
     m = _PREPOSITION.search(what)
     head, tail = (what[:m.start()], what[m.start():]) if m else (what, "")
     *rest, last = head.split(" ")

@@ -64,6 +64,7 @@ def test_combine_reaches_every_outcome():
     ("comparisons with the other models", "comparison with the other models"),
     ("pairs of headline evaluations", "pair of headline evaluations"),
     ("defenses against CE", "defense against CE"), ("(model, attribution)", "(model, attribution)"),
+    ("(T, model, consecutive radii) cells", "(T, model, consecutive radii) cell"),
 ])
 def test_combine_names_one_unit_in_the_singular(what, one):
     h = Verdict("holds", "")
