@@ -11,8 +11,8 @@ The rules (each can return every outcome it names; ``tests/test_verdicts.py`` re
 * :func:`gap`: paired values (one per image, seed or cell), "a is better than b": the
   bootstrap interval of the mean difference decides holds / does not hold /
   inconclusive (the interval holds 0);
-* :func:`combine`: several verdicts (cells of a table) into one, by the rule its
-  docstring states (a cell that holds only partly does not count as holding);
+* :func:`combine`: several verdicts (cells of a table) into one, by a symmetric rule
+  (:data:`COMBINE_RULE`): swapping "holds" and "does not hold" in the parts mirrors it;
 * :func:`exact`: an exact statement checked on ``n`` cases: holds with 0 violations,
   does not hold otherwise;
 * :func:`share`: "at least a share ``p`` of the cases": the Wilson interval of the
@@ -43,8 +43,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["VERDICTS", "Verdict", "gap", "combine", "exact", "share", "share_cases_needed",
-           "share_clustered", "attack_effective",
+__all__ = ["VERDICTS", "Verdict", "gap", "combine", "COMBINE_RULE", "exact", "share",
+           "share_cases_needed", "share_clustered", "attack_effective",
            "within_hypothesis", "models_fit", "ACCURACY_TARGETS",
            "Scale", "set_scale", "training_summary", "current_scale", "PROFILE_ENV", "print_cells"]
 
@@ -143,35 +143,51 @@ def gap(a, b=0.0, *, higher_is_better: bool = True, level: float = 0.95,
     return Verdict("inconclusive", f"{where}: {why}")
 
 
-def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
-    """Several verdicts (the cells of a table) into one, by a rule the verdict states:
+#: :func:`combine`'s rule in words, clause by clause (the notebooks quote it).
+COMBINE_RULE = ("every part holds: holds; every part goes the other way: does not hold; "
+                "more than half within the noise (inconclusive or not comparable): "
+                "inconclusive; parts that go both ways, or that hold only partly: holds "
+                "partly (mixed, with the count each way); otherwise the decided parts all go "
+                "one way and make at least half: that way, with the parts left in the noise "
+                "counted")
 
-    * holds: every cell holds;
-    * inconclusive: more than half of the cells are inconclusive or not comparable;
-    * holds partly: at least one cell holds in full (a cell that itself holds only partly
-      does not count as holding);
-    * does not hold: no cell holds in full and at least one goes the other way;
-    * holds partly, otherwise (no cell fails; the cells hold partly or stay in the noise).
+
+def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
+    """Several verdicts (the parts of a claim: cells of a table, metrics, pairs) into one,
+    by a rule that is symmetric: swapping "holds" and "does not hold" in the parts mirrors
+    the verdict (:data:`COMBINE_RULE`).
+
+    * holds: every part holds; does not hold: every part goes the other way;
+    * inconclusive: more than half of the parts are inconclusive or not comparable;
+    * holds partly (*mixed*): some parts hold and some go the other way, or some part
+      itself holds only partly; the rule names how many go each way;
+    * otherwise every decided part goes one way (holds, or does not hold) and the decided
+      parts make at least half: that way, with the undecided parts counted in the rule.
     """
     verdicts = list(verdicts)
     if not verdicts or not all(isinstance(v, Verdict) for v in verdicts):
         raise ValueError("combine needs a non-empty list of Verdicts")
     n = len(verdicts)
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
-    tally = (f"{counts['holds']} of {n} {what} hold, {counts['holds partly']} partly, "
-             f"{counts['does not hold']} do not, {counts['inconclusive']} inconclusive")
+    held, failed, partly = counts["holds"], counts["does not hold"], counts["holds partly"]
+    noise = counts["inconclusive"] + counts["not comparable"]
+    tally = (f"{held} of {n} {what} hold, {partly} partly, {failed} do not, "
+             f"{counts['inconclusive']} inconclusive")
     if counts["not comparable"]:
         tally += f", {counts['not comparable']} not comparable"
-    if counts["holds"] == n:
+    if held == n:
         return Verdict("holds", f"{tally}: every {_singular(what)} holds")
-    if counts["inconclusive"] + counts["not comparable"] > n / 2:
+    if failed == n:
+        return Verdict("does not hold", f"{tally}: every {_singular(what)} goes the other way")
+    if noise > n / 2:
         return Verdict("inconclusive", f"{tally}: most {what} are within the noise")
-    if counts["holds"]:
-        return Verdict("holds partly", f"{tally}: some {what} hold in full, not all")
-    if counts["does not hold"]:
-        return Verdict("does not hold", f"{tally}: no {_singular(what)} holds in full "
-                       "(one that holds partly does not count) and some go the other way")
-    return Verdict("holds partly", f"{tally}: none holds in full and none goes the other way")
+    if (held and failed) or partly:
+        return Verdict("holds partly", f"{tally}: mixed, the {what} go both ways")
+    if held:
+        return Verdict("holds", f"{tally}: every decided {_singular(what)} holds, "
+                       f"{noise} within the noise")
+    return Verdict("does not hold", f"{tally}: every decided {_singular(what)} goes the other "
+                   f"way, {noise} within the noise")
 
 
 _PREPOSITION = re.compile(r"\s(?:of|with|against|for|in|on|per|at|under)\s")

@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from robattr import verdicts
 from robattr.attack_protocol import ROBUST_DIRECTION_000
 
 __all__ = ["ATTACK_LABELS", "protocol_methods", "attack_curves", "mean_curves", "image_auc",
@@ -190,10 +191,8 @@ def smoothed_vs_gradient(frame: pd.DataFrame, cells: Sequence[dict]):
 
 #: How :func:`robattr.verdicts.combine` turns parts (cells, pairs, images) into one verdict,
 #: in the words a claim's evidence uses.
-COMBINE_RULE = ("all parts hold: holds; more than half within the noise: inconclusive; "
-                "otherwise, some part holds in full: holds partly (a part that holds only partly "
-                "does not count); none holds in full and some go the other way: does not hold; "
-                "else holds partly")
+#: verdicts.combine's rule in words (one rule for cells into pairs and pairs into a claim)
+COMBINE_RULE = verdicts.COMBINE_RULE
 
 
 def pairs_evidence(table: pd.DataFrame, cells: str) -> str:
