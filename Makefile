@@ -64,7 +64,7 @@ test: venv ray quantus mathjax
 	$(PY) -m pytest -q
 
 clean:
-	rm -rf book/_build book/.robattr-stamps.json book/.robattr-stamps.json.lock
+	rm -rf book/_build book/.robattr-stamps.json book/.robattr-stamps.json.lock book/*/tally.md
 	find book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -delete
 
 distclean: clean

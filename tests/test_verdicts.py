@@ -191,7 +191,8 @@ def test_verdicts_page_lists_every_recorded_claim(tmp_path, monkeypatch):
     (book / ".robattr-stamps.json").write_text(json.dumps(
         {"wang2020/t2": {"seconds": 12.3, "profile": "quick"}}))
     page = verdicts_page.write(tmp_path, log=lambda *a: None).read_text()
-    assert page.count("| claim | verdict |") == 2 and "recorded 3 claims" in page
+    assert page.count("| claim | verdict |") == 2
+    assert "recorded 0 statements and 3 empirical claims" in page
     # lim2021's claim twice: in its chapter's table and among those against the paper
     assert page.count("| claim wang2020/t2 ") == 2 and page.count("| claim lim2021/t ") == 2
     for key in ("wang2020/t2", "lim2021/t"):
@@ -201,7 +202,7 @@ def test_verdicts_page_lists_every_recorded_claim(tmp_path, monkeypatch):
     assert "{doc}`wang2020/t2` | 12 | quick" in page
     # the one claim that does not hold is listed again, in its own section
     section = page.split("## Where a run goes against the paper")[1].split("## ")[0]
-    assert "1 claims." in section and "| claim lim2021/t 0 | ✗ does not hold | {doc}`lim2021/t` |" \
+    assert "1 statements and claims." in section and "| claim lim2021/t 0 | ✗ does not hold | {doc}`lim2021/t` |" \
         in section and "wang2020" not in section
 
 
@@ -298,25 +299,70 @@ def _every_rule_outcome():
     }
 
 
-def _zoo_like(dataset, acc, method="ce"):
+def _zoo_like(dataset, acc, method="ce", arch="lenet"):
     m = torch.nn.Linear(1, 1)
-    m.zoo_meta = {"test_acc": acc, "config": {"dataset": dataset, "method": method}}
+    m.zoo_meta = {"test_acc": acc, "config": {"dataset": dataset, "method": method, "arch": arch}}
     return m
 
 
 def test_models_fit_makes_a_comparison_on_unfit_models_not_comparable():
+    from robattr import targets
+
     measured = verdicts.exact(0, 12)
-    fit = [_zoo_like("cifar10", 0.72), _zoo_like("mnist", 0.99, "at")]
+    fit = [_zoo_like("cifar10", 0.72), _zoo_like("mnist", 0.99, "at", "cnn")]
     assert verdicts.models_fit(measured, fit) is measured
     assert verdicts.models_fit(measured, _zoo_like("digits", 0.30)) is measured   # no target
     assert verdicts.models_fit(measured, torch.nn.Linear(1, 1)) is measured    # not from the zoo
     v = verdicts.models_fit(measured, fit + [_zoo_like("cifar10", 0.385, "l2_cosd")])
     assert v.verdict == "not comparable"
-    assert "l2_cosd on cifar10: 38.5 % < 60 %" in v.rule and measured.rule in v.rule
-    edge = _zoo_like("fashion_mnist", verdicts.ACCURACY_TARGETS["fashion_mnist"])
-    assert verdicts.models_fit(measured, edge) is measured                     # at the target
+    assert "l2_cosd lenet on cifar10: 38.5 %" in v.rule and measured.rule in v.rule
+    assert "003 Table 1, LeNet l2+Cosd on CIFAR-10" in v.rule
+    edge = targets.target("cifar10", "lenet", "ce").least
+    assert verdicts.models_fit(measured, _zoo_like("cifar10", edge)) is measured   # at the target
     with pytest.raises(TypeError, match="must be a Verdict"):
         verdicts.models_fit("holds", fit)
+
+
+def test_targets_come_per_dataset_architecture_and_method_with_their_source():
+    """The guard policy's targets: the papers' own accuracies read from their tables, cited
+    figures otherwise, standard training's target for a method without one, and no target
+    (hence no guard) where nothing gives one."""
+    from robattr import papers, targets
+
+    t1 = papers.table("joo2023_table1")
+    printed = t1[(t1.model == "LeNet") & (t1.regularizer == "Hessian") & (t1.metric == "accuracy")]
+    hess = targets.target("cifar10", "lenet", "hessian")
+    assert hess.accuracy == pytest.approx(float(printed["value"].iloc[0]) / 100)
+    assert "003 Table 1" in hess.source
+    res = targets.target("cifar10", "resnet18", "l2_cosd")
+    assert "ResNet18 l2+Cosd" in res.source and res.accuracy > hess.accuracy
+    ssr = targets.target("cifar10", "lenet", "ssr")          # no source gives SSR on a LeNet
+    assert ssr.accuracy == targets.target("cifar10", "lenet", "ce").accuracy
+    assert "standard training's target applies" in ssr.source
+    assert "LeCun" in targets.target("mnist", "mlp", "trades").source
+    assert "Madry" in targets.target("mnist", "cnn", "at").source
+    assert targets.target("digits", "mlp", "ce") is None
+    assert targets.target("cifar10", "cnn", "ce") is None
+    # the threshold: SHARE_OF_GAIN of the way from chance to the reference
+    t = targets.target("mnist", "mlp", "ce")
+    assert t.least == pytest.approx(0.1 + targets.SHARE_OF_GAIN * (t.accuracy - 0.1))
+    assert 0.1 < t.least < t.accuracy
+
+
+def test_the_guard_policy_judges_a_bound_on_any_model_and_guards_a_method_comparison():
+    """A bound on a low-accuracy model is judged as measured; the same numbers in a claim
+    comparing training methods through that model are not comparable; a model that fails
+    its target fails it for every comparison resting on it."""
+    weak = _zoo_like("cifar10", 0.30, "ssr")
+    strong = _zoo_like("cifar10", 0.80, "ce")
+    bound = verdicts.exact(3, 40, what="attacked deviations above the bound")
+    # a bound or certificate: the notebooks hand the verdict on as it is (no guard call)
+    assert bound.verdict == "does not hold"
+    comparison = verdicts.gap(np.arange(10.0) + 1, np.arange(10.0))
+    assert verdicts.models_fit(comparison, [strong, weak]).verdict == "not comparable"
+    assert verdicts.models_fit(comparison, [weak]).verdict == "not comparable"
+    assert verdicts.models_fit(comparison, [strong]).verdict == "holds"
+    assert "1 below its accuracy target" in verdicts.training_summary([strong, weak])
 
 
 def test_every_rule_reaches_each_of_its_outcomes():
@@ -379,16 +425,17 @@ def test_training_summary_reads_the_zoo_metadata():
         "test accuracy 35.0–41.0 % (2 models), 3 epochs on 1000 images"
     assert "not from the zoo" in verdicts.training_summary(nn.Linear(2, 2))
     weak = model(0.385, 5, 50000)
-    weak.zoo_meta["config"]["dataset"] = "cifar10"
+    weak.zoo_meta["config"].update(dataset="cifar10", arch="lenet")
     assert verdicts.training_summary([weak, model(0.9, 3, 1000)]).endswith(
-        "below the 60 % a cifar10 comparison of methods needs")
+        ", 1 below its accuracy target")
     weak.zoo_meta["test_acc"] = 0.7
     assert "below" not in verdicts.training_summary(weak)
     given = nn.Linear(2, 2)       # user weights (lim2021's chapter_model): no training record
-    given.zoo_meta = {"test_acc": 0.5, "config": {"dataset": "cifar10", "method": "ce"}}
+    given.zoo_meta = {"test_acc": 0.5, "config": {"dataset": "cifar10", "method": "ce",
+                                                  "arch": "lenet"}}
     assert verdicts.training_summary([given, model(0.9, 3, 1000)]) == (
         "test accuracy 50.0–90.0 % (2 models), 3 epochs on 1000 images, 1 from given weights, "
-        "below the 60 % a cifar10 comparison of methods needs")
+        "1 below its accuracy target")
     assert verdicts.models_fit(verdicts.exact(0, 3), given).verdict == "not comparable"
     s = verdicts.set_scale("digits", "mlp", 8, models=model(0.9, 20, 1257))
     assert s.text("quick") == ("digits 8×8, mlp, test accuracy 90.0 %, 20 epochs on 1257 "
@@ -417,30 +464,69 @@ def test_checks_and_demonstrations_are_recorded_apart_and_must_come_out_their_wa
     verdicts.set_scale()
 
 
-def test_verdicts_page_tallies_only_the_papers_claims(tmp_path, monkeypatch):
+def test_verdicts_page_tallies_statements_and_claims_apart_and_nothing_else(tmp_path, monkeypatch):
     from robattr.book import verdicts_page
 
+    (tmp_path / "book" / "wang2020").mkdir(parents=True)
+    (tmp_path / "book" / "crosspaper").mkdir(parents=True)
     path = tmp_path / "book" / "wang2020" / "t.results.csv"
-    path.parent.mkdir(parents=True)
     monkeypatch.setenv(results.ENV, str(path))
-    papers.claim("a claim of the paper", Verdict("does not hold", "r1"))
+    papers.claim("a claim of the paper", Verdict("does not hold", "r1"), place="Table 3")
+    papers.statement("Thm 2 as printed", verdicts.exact(5, 5), "Thm 2",
+                     erratum="erratum-w-thm2")
+    papers.statement("Lemma 1", verdicts.exact(0, 5), "Lemma 1")
     papers.check("our identity", verdicts.exact(0, 5))
-    papers.demonstrate("Thm 2 as printed", verdicts.exact(5, 5), erratum="erratum-w-thm2")
+    papers.demonstrate("Thm 2's counterexample", verdicts.exact(5, 5), erratum="erratum-w-thm2")
+    papers.question("the book's question", Verdict("holds", "r2"), of="joo2023/table2_cost")
     page = verdicts_page.write(tmp_path, log=lambda *a: None).read_text()
-    assert "recorded 1 claims: 1 does not hold" in page
+    assert "recorded 2 statements and 1 empirical claims (1 does not hold)" in page
+    # the tally row: 1 holds and 1 fails as printed, 0 other; 1 claim against; 3 apart
+    assert "| wang2020 | 1 | 1 | 0 | 0 | 0 | 1 | 0 | 0 | 3 |" in page
+    assert "✗ does not hold as printed" in page and "✓ holds as printed" in page
     against = page.split("## Where a run goes against the paper")[1].split("## ")[0]
-    assert "a claim of the paper" in against and "Thm 2 as printed" not in against
-    apart = page.split("## Checks and demonstrations (not counted)")[1]
+    # a statement that fails as printed is counted and listed, like a claim
+    assert "a claim of the paper" in against and "Thm 2 as printed" in against
+    assert "the book's question" not in against and "counterexample" not in against
+    apart = page.split("## Checks, demonstrations and the book's questions (not counted)")[1]
     assert "1 passed" in apart and "| our identity |" in apart
-    assert "{ref}`erratum-w-thm2`" in apart and "| Thm 2 as printed |" in apart
-    # a reference made before kinds existed recorded the demonstration as a claim: it is
-    # not listed against the paper
+    assert "{ref}`erratum-w-thm2`" in apart and "| Thm 2's counterexample |" in apart
+    assert "| the book's question | ✓ holds | {doc}`joo2023/table2_cost` |" in apart
+    tally = (tmp_path / "book" / "wang2020" / "tally.md").read_text()
+    assert "| this build | 1 | 1 | 0 | 0 | 0 | 1 | 0 | 0 |" in tally
+    assert "| wang2020 | 1 | 1 |" in (tmp_path / "book" / "crosspaper" / "tally.md").read_text()
+    # a reference made before statements had a kind recorded this one as a demonstration:
+    # read with this build's kind, it is a statement that does not hold
     refs = {"medium": {"status": {"wang2020/t": "fresh"},
                        "claims": {("wang2020/t", "Thm 2 as printed"): "does not hold"}}}
     claims = verdicts_page.collect(tmp_path / "book")
-    others = {(r["key"], r["text"]) for _, r in claims.iterrows() if r["kind"] != "claim"}
-    assert verdicts_page.against(claims[claims["kind"] == "claim"], refs, others) == \
-        [("wang2020/t", "a claim of the paper", "does not hold", {})]
+    kinds = {(r["key"], r["text"]): r["kind"] for _, r in claims.iterrows()}
+    ref_counts = verdicts_page.tallies(refs["medium"]["claims"], kinds)
+    assert ref_counts["wang2020"][("statement", "does not hold")] == 1
+    others = {(r["key"], r["text"]) for _, r in claims.iterrows()
+              if r["kind"] not in papers.TALLIED}
+    tallied = claims[claims["kind"].isin(papers.TALLIED)]
+    assert [row[:2] for row in verdicts_page.against(tallied, refs, others)] == \
+        [("wang2020/t", "a claim of the paper"), ("wang2020/t", "Thm 2 as printed")]
+
+
+def test_a_statement_names_its_place_and_links_its_erratum(tmp_path, monkeypatch):
+    monkeypatch.setenv(results.ENV, str(tmp_path / "nb.results.csv"))
+    md = papers.statement("Thm 9", verdicts.exact(2, 9), "App. B, Thm 9", erratum="erratum-x-9")
+    assert "**Statement (App. B, Thm 9):**" in md.data and "does not hold as printed" in md.data
+    assert "{ref}`its erratum <erratum-x-9>`" in md.data
+    md = papers.statement("Thm 8", verdicts.exact(2, 9), "Thm 8")
+    assert "No erratum is filed" in md.data
+    assert "holds as printed" in papers.statement("Thm 7", verdicts.exact(0, 9), "Thm 7").data
+    with pytest.raises(ValueError, match="place"):
+        papers.statement("Thm 6", verdicts.exact(0, 9), "")
+    with pytest.raises(ValueError, match="erratum-"):
+        papers.statement("Thm 6", verdicts.exact(0, 9), "Thm 6", erratum="thm6")
+    with pytest.raises(ValueError, match="chapter/name"):
+        papers.question("q", verdicts.exact(0, 9), of="table2")
+    assert "**Claim (Table 3):**" in papers.claim("c", verdicts.exact(0, 9), place="Table 3").data
+    df = results.read(tmp_path / "nb.results.csv")
+    assert list(df["kind"]) == ["statement"] * 3 + ["claim"]
+    assert list(df["place"]) == ["App. B, Thm 9", "Thm 8", "Thm 7", "Table 3"]
 
 
 def test_a_reference_at_the_same_settings_is_not_a_corroboration():

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from robattr.book.stamps import read_stamps
+from robattr.book.tallies import all_tallies, chapter_tally, tallies, tally_lines
 from robattr.reader import (PAPER_KEYS, metric_name, paper_keys,  # noqa: F401 (re-exported)
                             reader_text, typeset)
 
@@ -32,6 +33,11 @@ PAGE = "verdicts.md"
 FIGURE = "verdicts_counts.png"
 #: the anchor of the section listing the claims that went against the paper
 AGAINST = "against-the-paper"
+#: the kinds a kept reference's verdicts are read for: the tallied ones, and what a
+#: reference made before statements were their own kind recorded them as ("claim", "" or a
+#: "demonstration" of a statement as printed); this build's kind of the same line decides
+#: in which tally it shows
+_REFERENCE_KINDS = ("statement", "claim", "demonstration", "", "nan")
 _GROUPS = {"crosspaper": "Across the papers (the cross-paper matrix)",
            "example": "Worked examples"}
 
@@ -55,7 +61,7 @@ def collect(book_dir: Path):
         df["key"], df["chapter"] = key, key.split("/")[0]
         frames.append(df)
     cols = ["chapter", "key", "kind", "text", "verdict", "rule", "scale", "evidence", "anchor",
-            "erratum"]
+            "erratum", "place", "of"]
     if not frames:
         return pd.DataFrame(columns=cols)
     out = pd.concat(frames, ignore_index=True)
@@ -89,7 +95,7 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
             df = results.read(path)
             if "text" in df and (df["metric"] == "claim").any():
                 for _, r in df[df["metric"] == "claim"].iterrows():
-                    if str(r.get("kind", "claim")) in ("claim", "", "nan"):
+                    if str(r.get("kind", "claim")) in _REFERENCE_KINDS:
                         claims[(key, r["text"])] = r["verdict"]
                         detail[(key, r["text"])] = (str(r.get("rule", "")),
                                                     str(r.get("scale", "")))
@@ -187,20 +193,19 @@ def _where(key: str, anchor: str) -> str:
     return f'<a href="{key}.html#{anchor}">{name}</a>'
 
 
-def _chapter_lines(chapter: str, group, refs: dict[str, dict]) -> list[str]:
-    """A chapter's section: one short row per claim (the claim, its verdict, each kept
-    reference's verdict, the scale in a few words, a link to the notebook), with the rule,
-    the numbers and the full scale a click away."""
-    from robattr.papers import CITATIONS
+def _verdict_word(kind: str, verdict: str) -> str:
+    from robattr.papers import STATEMENT_WORDS
     from robattr.verdicts import VERDICTS
 
-    lines = [f"## {_chapter_title(chapter)}", ""]
-    if chapter in CITATIONS:
-        lines += [f"*{CITATIONS[chapter]}* The chapter: {{doc}}`{chapter} <{chapter}/index>`.",
-                  ""]
+    if kind == "statement" and verdict in STATEMENT_WORDS:
+        return STATEMENT_WORDS[verdict]
+    return VERDICTS.get(verdict, verdict)
+
+
+def _rows(chapter: str, group, refs: dict[str, dict], head: str) -> list[str]:
     ref_heads = "".join(f" {name} ref |" for name in refs)
-    lines += [f"| claim | verdict |{ref_heads} scale | where |",
-              "|---|---|" + "---|" * len(refs) + "---|---|"]
+    lines = [f"| {head} | verdict |{ref_heads} scale | where |",
+             "|---|---|" + "---|" * len(refs) + "---|---|"]
     for _, r in group.iterrows():
         body = [reader_text(r["rule"], chapter)]
         if str(r["evidence"]).strip():
@@ -210,15 +215,40 @@ def _chapter_lines(chapter: str, group, refs: dict[str, dict]) -> list[str]:
             body.append(f"Scale: {reader_text(scale, chapter)}.")
         rule = " ".join(b if b.endswith(".") or b is body[-1] else b + "." for b in body)
         ref_cells = "".join(
-            f" {_details(_mark(word), reader_text(more, chapter))} |"
+            f" {_details(_mark(word, r['kind']), reader_text(more, chapter))} |"
             for word, more in (_reference_parts(ref, r["key"], r["text"], r["scale"])
                                for ref in refs.values()))
-        claim = _details(_cell(reader_text(r["text"], chapter)), rule, "rule and numbers")
+        place = str(r.get("place", "") or "").strip()
+        text = reader_text(r["text"], chapter) + (f" ({place})" if place and place not in
+                                                  str(r["text"]) else "")
+        claim = _details(_cell(text), rule, "rule and numbers")
         lines.append(f"| {claim} "
-                     f"| {VERDICTS.get(r['verdict'], r['verdict'])} |{ref_cells} "
+                     f"| {_verdict_word(r['kind'], r['verdict'])} |{ref_cells} "
                      f"{_cell(reader_text(_short_scale(r['scale']), chapter))} | "
                      f"{_where(r['key'], r['anchor'])} |")
     return lines + [""]
+
+
+def _chapter_lines(chapter: str, group, refs: dict[str, dict]) -> list[str]:
+    """A chapter's section: its statements as printed, then its empirical claims, one short
+    row each (the claim, its verdict, each kept reference's verdict, the scale in a few
+    words, a link to the notebook), with the rule, the numbers and the full scale a click
+    away."""
+    from robattr.papers import CITATIONS
+
+    lines = [f"## {_chapter_title(chapter)}", ""]
+    if chapter in CITATIONS:
+        lines += [f"*{CITATIONS[chapter]}* The chapter: {{doc}}`{chapter} <{chapter}/index>`.",
+                  ""]
+    statements = group[group["kind"] == "statement"]
+    claims = group[group["kind"] == "claim"]
+    if len(statements):
+        lines += [f"**Statements, tested as printed** ({len(statements)}).", ""]
+        lines += _rows(chapter, statements, refs, "statement")
+    if len(claims):
+        lines += [f"**Empirical claims** ({len(claims)}).", ""]
+        lines += _rows(chapter, claims, refs, "claim")
+    return lines
 
 
 def book_order(root: Path, keys) -> list[str]:
@@ -243,12 +273,13 @@ def book_order(root: Path, keys) -> list[str]:
     return sorted(dict.fromkeys(keys), key=lambda k: (rank.get(k, len(rank)), k))
 
 
-def _mark(word: str) -> str:
-    """A verdict word as the page shows it (with its mark), keeping a " (stale)"."""
-    from robattr.verdicts import VERDICTS
-
+def _mark(word: str, kind: str = "claim") -> str:
+    """A verdict word as the page shows it (with its mark; a statement's "as printed"),
+    keeping a " (stale)"."""
     verdict = word.removesuffix(" (stale)")
-    return VERDICTS.get(verdict, verdict) + word[len(verdict):]
+    if verdict in ("no run", "not tested"):
+        return word
+    return _verdict_word(kind, verdict) + word[len(verdict):]
 
 
 def _reference_cell(ref: dict, key: str, text: str, scale: str = "") -> str:
@@ -346,13 +377,13 @@ def _against_section(claims, refs: dict[str, dict], others=()) -> list[str]:
     lines = [f"({AGAINST})=", "## Where a run goes against the paper", "",
              "The claims that do not hold in this build, or in a kept reference run that is "
              "not stale"
-             + (f" ({', '.join(names)})" if names else "") + ". Each is a verdict at the scale "
-             "shown on its claim line, which a run at another scale may reverse. The "
-             "statements that are wrong as printed are not here: they are the errata, shown "
-             "by the counterexamples listed below.", ""]
+             + (f" ({', '.join(names)})" if names else "") + ": statements that do not hold "
+             "as printed (each beside its erratum) and empirical claims that do not hold. A "
+             "claim's verdict is one at the scale shown on its line, which a run at another "
+             "scale may reverse; a statement as printed fails at any scale.", ""]
     if not rows:
         return lines + ["None.", ""]
-    lines += [f"{len(rows)} claims.", "",
+    lines += [f"{len(rows)} statements and claims.", "",
               "| claim | this build |" + "".join(f" {n} ref |" for n in names) + " where |",
               "|---|---|" + "---|" * len(names) + "---|"]
     for key, text, here, there in rows:
@@ -364,9 +395,11 @@ def _against_section(claims, refs: dict[str, dict], others=()) -> list[str]:
     return lines + [""]
 
 
-def _apart_section(checks, demos) -> list[str]:
-    """Checks of our arithmetic and demonstrations of errata: listed, never tallied."""
-    lines = ["(checks-and-demonstrations)=", "## Checks and demonstrations (not counted)", ""]
+def _apart_section(checks, demos, questions=None) -> list[str]:
+    """Checks of our arithmetic, demonstrations of errata and the book's own questions:
+    listed, never tallied."""
+    lines = ["(checks-and-demonstrations)=",
+             "## Checks, demonstrations and the book's questions (not counted)", ""]
     lines += [f"**Checks of our own arithmetic.** {len(checks)} passed in this build (a check "
               "that fails stops its notebook)." if len(checks) else
               "**Checks of our own arithmetic.** None in this build.", ""]
@@ -377,9 +410,10 @@ def _apart_section(checks, demos) -> list[str]:
             lines.append(f"| {_cell(reader_text(r['text'], r['chapter']))} | "
                          f"{_cell(reader_text(r['rule'], r['chapter']))} | {link} |")
         lines.append("")
-    lines += [f"**Errata shown by a built counterexample.** {len(demos)} in this build; each "
-              "links to its entry on the {doc}`errata page <errata>`." if len(demos) else
-              "**Errata shown by a built counterexample.** None in this build.", ""]
+    lines += [f"**Counterexamples built to explain an erratum.** {len(demos)} in this build, "
+              "each beside its statement's own verdict above and linked to its entry on the "
+              "{doc}`errata page <errata>`." if len(demos) else
+              "**Counterexamples built to explain an erratum.** None in this build.", ""]
     if len(demos):
         lines += ["| statement as printed | the counterexample | erratum | where |",
                   "|---|---|---|---|"]
@@ -388,6 +422,21 @@ def _apart_section(checks, demos) -> list[str]:
             lines.append(f"| {_cell(reader_text(r['text'], r['chapter']))} | "
                          f"{_cell(reader_text(r['rule'], r['chapter']))} | "
                          f"{{ref}}`{r['erratum']}` | {link} |")
+        lines.append("")
+    if questions is not None and len(questions):
+        from robattr.verdicts import VERDICTS
+
+        lines += [f"**The book's own questions.** {len(questions)} in this build: questions no "
+                  "paper asks, attack preconditions, descriptive rows, and papers' claims "
+                  "re-tested at the cross-paper matrix's common setting (each counted once, "
+                  "in its chapter).", "",
+                  "| question | verdict | counted in | where |", "|---|---|---|---|"]
+        for _, r in questions.iterrows():
+            of = str(r.get("of", "") or "")
+            counted = f"{{doc}}`{of}`" if of else "—"
+            lines.append(f"| {_cell(reader_text(r['text'], r['chapter']))} | "
+                         f"{VERDICTS.get(r['verdict'], r['verdict'])} | {counted} | "
+                         f"{_where(r['key'], r['anchor'])} ({r['chapter']}) |")
         lines.append("")
     return lines
 
@@ -412,7 +461,7 @@ def _figure(claims, path: Path) -> None:
                       hue_order=[v for v in VERDICTS if v in set(claims["verdict"])],
                       palette=VERDICT_COLORS, ax=ax)
         ax.set_xlabel("chapter")
-        ax.set_ylabel("claims")
+        ax.set_ylabel("statements and claims")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title("Verdicts per chapter in this build")
         ax.legend(title="verdict", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
@@ -429,10 +478,15 @@ def write(root: Path, log=print) -> Path:
     if not everything.empty:
         rank = {k: i for i, k in enumerate(book_order(root, everything["key"]))}
         everything = everything.sort_values("key", key=lambda c: c.map(rank), kind="stable")
-    claims = everything[everything["kind"] == "claim"]
+    from robattr.papers import TALLIED
+
+    claims = everything[everything["kind"].isin(TALLIED)]
     checks = everything[everything["kind"] == "check"]
     demos = everything[everything["kind"] == "demonstration"]
-    others = {(r["key"], r["text"]) for _, r in everything.iterrows() if r["kind"] != "claim"}
+    questions = everything[everything["kind"] == "question"]
+    others = {(r["key"], r["text"]) for _, r in everything.iterrows()
+              if r["kind"] not in TALLIED}
+    order = list(dict.fromkeys(everything["chapter"]))
     stamps = read_stamps(book_dir)
     refs = _reference_verdicts(Path(root))
     profiles = sorted({m.group(1) for s in everything["scale"]
@@ -459,24 +513,32 @@ def write(root: Path, log=print) -> Path:
         "rule and the numbers behind its verdict and the full scale (models and training",
         "budget), and *numbers* under a reference's verdict for what that run measured.",
         "",
-        "Only the papers' own claims are counted here. The notebooks also run checks of our",
-        "own arithmetic (identities, round trips, the book's corrected forms: a failure is a",
-        "bug, and the build stops on it) and counterexamples built to show an erratum; both",
-        "are listed apart at the end of the page.",
+        "Each paper gets two tallies, kept symmetric. Its *statements* (theorems, lemmas,",
+        "propositions, corollaries, equations) are tested as printed and read *holds as",
+        "printed* or *does not hold as printed*; one that fails counts as failing, beside its",
+        "erratum. Its *empirical claims* (what it says its tables, figures and text show)",
+        "are judged by the noise rules. Not counted: checks of our own arithmetic and of the",
+        "book's corrected forms (a failure is a bug, and the build stops on it),",
+        "counterexamples built to explain an erratum, and the book's own questions; all are",
+        "listed at the end of the page.",
         "",
     ]
     if claims.empty:
         lines += ["No notebook of this build has recorded a claim yet.", ""]
     else:
         _figure(claims, book_dir / FIGURE)
-        counts = claims["verdict"].value_counts()
+        n_st = int((claims["kind"] == "statement").sum())
+        emp = claims[claims["kind"] == "claim"]
+        counts = emp["verdict"].value_counts()
         summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
-        lines += [f"{ran}recorded {len(claims)} claims: {summary}.", "",
-                  f"![Verdicts per chapter]({FIGURE})", ""]
+        lines += [f"{ran}recorded {n_st} statements and {len(emp)} empirical claims"
+                  + (f" ({summary})" if summary else "") + ". Per paper:", ""]
+        lines += tally_lines(tallies(everything), order)
+        lines += [f"![Verdicts per chapter]({FIGURE})", ""]
         for chapter, group in claims.groupby("chapter", sort=False):
             lines += _chapter_lines(chapter, group, refs)
     lines += _against_section(claims, refs, others)
-    lines += _apart_section(checks, demos)
+    lines += _apart_section(checks, demos, questions)
     if refs:
         lines += _reference_section(refs)
         lines += _changed_section(claims, refs)
@@ -490,7 +552,25 @@ def write(root: Path, log=print) -> Path:
             lines.append(f"| {{doc}}`{key}` | {timed[key]:.0f} | "
                          f"{stamps[key].get('profile', '')} |")
         lines.append("")
+    counts = tallies(everything) if not everything.empty else {}
+    kinds_of = {(r["key"], r["text"]): r["kind"] for _, r in everything.iterrows()}
+    ref_counts = {name: tallies({k: v for k, v in ref["claims"].items()
+                                 if kinds_of.get(k, "claim") in TALLIED}, kinds_of)
+                  for name, ref in refs.items()}
+    if refs:
+        lines += ["## Each paper's tallies in the kept references", "",
+                  "A kept reference's verdicts, read with this build's kind of each line (a "
+                  "reference made before statements were a kind of their own recorded them as "
+                  "claims or demonstrations).", ""]
+        for name in refs:
+            lines += [f"**{name} reference.**", ""]
+            lines += tally_lines(ref_counts[name], order or list(ref_counts[name]))
+    from robattr.papers import CITATIONS
+
+    for chapter in CITATIONS:
+        chapter_tally(root, chapter, counts, refs, ref_counts)
+    all_tallies(root, counts, refs, ref_counts)
     page = book_dir / PAGE
     page.write_text("\n".join(lines))
-    log(f"verdicts page: {len(claims)} claims")
+    log(f"verdicts page: {len(claims)} statements and claims")
     return page

@@ -11,25 +11,40 @@ whenever the shared folder is present.
    beta  value printed note
 ...
 
-Notebooks put our number beside the paper's with :func:`compare` and state each claim
-with :func:`claim`; a check of our own arithmetic with :func:`check`, and a counterexample
-built to show an erratum with :func:`demonstrate` (neither counts in a paper's tally).
+Notebooks put our number beside the paper's with :func:`compare`. What a notebook judges
+is recorded with its kind, and each paper gets two tallies, kept symmetric:
+
+* :func:`statement`: a theorem, lemma, proposition, corollary or equation **as printed**,
+  with its place in the paper: "holds as printed" or "does not hold as printed" (then it
+  links to its erratum); a statement that fails is counted as failing;
+* :func:`claim`: an **empirical claim** of the paper (what it says its tables, figures and
+  text show about trained models and data), with its place, judged by the noise rules.
+
+Apart, never credited to a paper: :func:`check` (our own arithmetic and the book's
+corrected forms: a failure is a bug), :func:`demonstrate` (a counterexample the book builds
+to explain an erratum, shown beside the statement's own verdict) and :func:`question` (the
+book's own questions, attack preconditions, descriptive rows, and a paper's claim re-tested
+at the cross-paper matrix's common setting, which points to the chapter that counts it).
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
+from robattr.papers.printed import TABLES_DIR, table, tables
 from robattr.verdicts import VERDICTS, Verdict  # the verdicts a claim can carry
 
-__all__ = ["TABLES_DIR", "CITATIONS", "tables", "table", "compare", "claim", "check",
-           "demonstrate", "CheckFailed", "KINDS", "VERDICTS"]
+__all__ = ["TABLES_DIR", "CITATIONS", "tables", "table", "compare", "statement", "claim",
+           "check", "demonstrate", "question", "CheckFailed", "KINDS", "TALLIED", "VERDICTS",
+           "STATEMENT_WORDS"]
 
-#: what a recorded line is: a claim of the paper, a check of our arithmetic, or the
-#: demonstration of an erratum (only claims count in a paper's tally)
-KINDS = ("claim", "check", "demonstration")
-
-TABLES_DIR = Path(__file__).parent / "tables"
+#: what a recorded line is: a statement of the paper as printed, an empirical claim of the
+#: paper, a check of our arithmetic, the demonstration of an erratum, or the book's own
+#: question (only statements and claims count in a paper's tallies, each in its own)
+KINDS = ("statement", "claim", "check", "demonstration", "question")
+#: the kinds tallied for a paper, each in a tally of its own
+TALLIED = ("statement", "claim")
+#: how a statement's verdict reads (it is tested as printed)
+STATEMENT_WORDS = {"holds": "✓ holds as printed", "does not hold": "✗ does not hold as printed"}
 
 CITATIONS = {
     "wang2020": "Zifan Wang, Haofan Wang, Shakul Ramkumar, Piotr Mardziel, Matt Fredrikson, "
@@ -44,29 +59,6 @@ CITATIONS = {
                "Unreliable Neural Networks: Locally Smoothing Perspective of Model "
                "Interpretation. CVPR 2021.",
 }
-
-def tables() -> list[str]:
-    """The names of the transcribed tables, e.g. ``['joo2023_table1', ...]``."""
-    return sorted(p.stem for p in TABLES_DIR.glob("*.csv"))
-
-
-def table(name: str):
-    """One paper table as a pandas DataFrame.
-
-    The dimension columns are kept as printed (strings); ``value`` is the printed number
-    as a float (NaN where the paper printed none), ``printed`` the exact string, and
-    ``note`` the transcription note ('' when the cell is certain).
-    """
-    import pandas as pd
-
-    path = TABLES_DIR / f"{name}.csv"
-    if not path.is_file():
-        raise KeyError(f"no paper table {name!r}; known tables: {', '.join(tables())}")
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    df.insert(df.columns.get_loc("value") + 1, "printed", df["value"])
-    df["value"] = pd.to_numeric(df["value"].replace("", None), errors="raise").astype(float)
-    return df
-
 
 def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
             where: dict | None = None, ours_label: str = "ours", paper_label: str = "paper"):
@@ -138,6 +130,7 @@ def _record(kind: str, text: str, verdict: Verdict, evidence: str, overrides: di
     scale = replace(current_scale(), **{k: v for k, v in overrides.items() if v is not None})
     where = scale.text()
     index = sum(r["metric"] == "claim" for r in results.rows()) + 1
+    extra = {k: v for k, v in extra.items() if v is not None}
     results.record("claim", list(VERDICTS).index(verdict.verdict), text=text,
                    verdict=verdict.verdict, rule=verdict.rule, scale=where,
                    evidence=evidence, anchor=f"claim-{index}", kind=kind, **extra)
@@ -187,12 +180,27 @@ def _shown(text: str) -> str:
     return reader_text(text, chapter) if text else text
 
 
-def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,
-          unit: str | None = None, dataset: str | None = None, model: str | None = None):
-    """A claim **of the paper** with our verdict, rendered as Markdown and recorded.
+def _place(place) -> str | None:
+    if place is None:
+        return None
+    if not isinstance(place, str) or not place.strip():
+        raise ValueError(f"place must name where the paper says it (a section, equation, "
+                         f"table, figure or paragraph), got {place!r}")
+    return place.strip()
 
-    Only claims count in a paper's tally. An identity or the book's own corrected form is a
-    :func:`check`; a counterexample built to show an erratum is a :func:`demonstrate`.
+
+def claim(text: str, verdict: Verdict, evidence: str = "", *, place: str | None = None,
+          n: int | None = None, unit: str | None = None, dataset: str | None = None,
+          model: str | None = None):
+    """An **empirical claim of the paper** (what it says its tables, figures and text show)
+    with our verdict, rendered as Markdown and recorded; ``place`` names where the paper
+    makes it ("Table 3", "Sec. 5, par. 2"; a claim read from a table where the paper states
+    no sentence says so in its text).
+
+    Claims count in the paper's empirical tally. A theorem or equation as printed is a
+    :func:`statement`; an identity or the book's own corrected form a :func:`check`; a
+    counterexample built to show an erratum a :func:`demonstrate`; the book's own question
+    a :func:`question`.
 
     ``verdict`` must come from a rule of :mod:`robattr.verdicts` (a :class:`Verdict`: the
     outcome and the sentence that states the rule and its numbers); a literal string is
@@ -206,12 +214,75 @@ def claim(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = No
     """
     from IPython.display import Markdown
 
+    place = _place(place)
     index, where = _record("claim", text, verdict, evidence,
-                           dict(n=n, unit=unit, dataset=dataset, model=model))
+                           dict(n=n, unit=unit, dataset=dataset, model=model), place=place)
     tail = (f" {_shown(evidence)}" if evidence else "") + _reference_tail(text, where)
-    return Markdown(f'<span id="claim-{index}"></span>**Claim:** {_shown(text)} — '
+    head = f"**Claim ({place}):**" if place else "**Claim:**"
+    return Markdown(f'<span id="claim-{index}"></span>{head} {_shown(text)} — '
                     f"**{VERDICTS[verdict.verdict]}** ({_shown(verdict.rule)}; {_shown(where)})."
                     f"{tail}")
+
+
+def statement(text: str, verdict: Verdict, place: str, evidence: str = "", *,
+              erratum: str | None = None, n: int | None = None, unit: str | None = None,
+              dataset: str | None = None, model: str | None = None):
+    """A **statement of the paper as printed** (a theorem, lemma, proposition, corollary or
+    equation), tested as printed, with ``place`` its place in the paper ("Thm 2",
+    "App. B, Eq. 39"). It reads "holds as printed" or "does not hold as printed"
+    (:data:`STATEMENT_WORDS`; a first-order statement judged by a share may also be
+    inconclusive, and one whose hypothesis the run's models break, not comparable), and it
+    counts in the paper's tally of statements either way: a statement that fails is counted
+    as failing, not filed away.
+
+    ``erratum``: the label of its entry on the errata page (``"erratum-wk25-thm1"``), for a
+    statement the book knows to be wrong as printed; the line links to it. A statement
+    that fails without one is a finding of this run, and the line says that no erratum is
+    filed."""
+    from IPython.display import Markdown
+
+    if erratum is not None and (not isinstance(erratum, str) or not erratum.startswith("erratum-")):
+        raise ValueError(f"erratum must be a label of book/errata.md starting with "
+                         f"'erratum-', got {erratum!r}")
+    place = _place(place)
+    if place is None:
+        raise ValueError("a statement needs its place in the paper")
+    index, where = _record("statement", text, verdict, evidence,
+                           dict(n=n, unit=unit, dataset=dataset, model=model), place=place,
+                           erratum=erratum)
+    word = STATEMENT_WORDS.get(verdict.verdict, VERDICTS[verdict.verdict])
+    tail = (f" {_shown(evidence)}" if evidence else "")
+    if verdict.fails:
+        tail += (f" See {{ref}}`its erratum <{erratum}>`." if erratum else
+                 " No erratum is filed for it: a finding of this run.")
+    tail += _reference_tail(text, where)
+    return Markdown(f'<span id="claim-{index}"></span>**Statement ({place}):** {_shown(text)} '
+                    f"— **{word}** ({_shown(verdict.rule)}; {_shown(where)}).{tail}")
+
+
+def question(text: str, verdict: Verdict, evidence: str = "", *, of: str | None = None,
+             n: int | None = None, unit: str | None = None, dataset: str | None = None,
+             model: str | None = None):
+    """**The book's own question**, judged by the same rules but never credited to a paper:
+    a question no paper asks (do the five papers rank methods alike?), a precondition of an
+    attack (does it work at all at this scale?), a descriptive row, or a paper's claim
+    re-tested at the cross-paper matrix's common setting; ``of`` then names the chapter
+    notebook whose verdict counts (``"joo2023/table2_cost"``), so each claim is counted
+    once. Recorded with kind ``question``."""
+    from IPython.display import Markdown
+
+    if of is not None and (not isinstance(of, str) or "/" not in of):
+        raise ValueError(f"of must name a notebook as chapter/name, got {of!r}")
+    index, where = _record("question", text, verdict, evidence,
+                           dict(n=n, unit=unit, dataset=dataset, model=model), of=of)
+    tail = (f" {_shown(evidence)}" if evidence else "")
+    if of:
+        tail += (f" Not counted here: the paper's claim is counted once, in "
+                 f"{{doc}}`{of} </book/{of}>`.")
+    tail += _reference_tail(text, where)
+    return Markdown(f'<span id="claim-{index}"></span>**The book\'s question (not counted):** '
+                    f"{_shown(text)} — **{VERDICTS[verdict.verdict]}** ({_shown(verdict.rule)}; "
+                    f"{_shown(where)}).{tail}")
 
 
 def check(text: str, verdict: Verdict, evidence: str = "", *, n: int | None = None,

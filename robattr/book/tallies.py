@@ -1,0 +1,103 @@
+"""Each paper's two tallies, from the recorded lines of a build or a kept reference:
+*statements* tested as printed (holds / does not hold as printed / other) and *empirical
+claims* (the five verdicts), with checks, demonstrations and the book's own questions
+counted apart and never credited to a paper. :mod:`robattr.book.verdicts_page` shows them
+on the Verdicts page, and writes ``book/<chapter>/tally.md`` for each chapter's landing
+page and ``book/crosspaper/tally.md`` (every paper) for the cross-paper page."""
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["TALLY_COLUMNS", "tallies", "tally_lines", "chapter_tally", "all_tallies"]
+
+
+#: the columns of a paper's two tallies: statements as printed, then empirical claims
+TALLY_COLUMNS = (("statement", "holds"), ("statement", "does not hold"), ("statement", "other"),
+                 ("claim", "holds"), ("claim", "holds partly"), ("claim", "does not hold"),
+                 ("claim", "inconclusive"), ("claim", "not comparable"))
+
+
+def tallies(records, kinds_of: dict | None = None) -> dict[str, dict[tuple[str, str], int]]:
+    """Per chapter, the two tallies of its paper: ``{chapter: {(kind, verdict): count}}``
+    over :data:`TALLY_COLUMNS`, plus ``("check", "")``, ``("demonstration", "")`` and
+    ``("question", "")`` counted apart. A statement's verdict other than holds / does not
+    hold (inconclusive, not comparable) counts as ``"other"``. ``records``: a frame of
+    recorded lines (``chapter``, ``kind``, ``verdict``; :func:`collect`) or
+    ``{(key, text): verdict}`` with ``kinds_of`` mapping ``(key, text)`` to its kind in this
+    build (a kept reference read through this build's kinds; lines this build does not
+    record keep ``"claim"``)."""
+    out: dict[str, dict[tuple[str, str], int]] = {}
+
+    def add(chapter, kind, verdict):
+        row = out.setdefault(chapter, {c: 0 for c in TALLY_COLUMNS})
+        if kind == "statement" and verdict not in ("holds", "does not hold"):
+            verdict = "other"
+        if kind not in ("statement", "claim"):
+            verdict = ""
+        row[(kind, verdict)] = row.get((kind, verdict), 0) + 1
+
+    if isinstance(records, dict):
+        for (key, text), verdict in records.items():
+            add(key.split("/")[0], (kinds_of or {}).get((key, text), "claim"), verdict)
+    else:
+        for _, r in records.iterrows():
+            add(r["chapter"], r["kind"], r["verdict"])
+    return out
+
+
+def tally_lines(counts: dict[str, dict[tuple[str, str], int]], chapters,
+                label: str = "paper") -> list[str]:
+    """The two tallies as one Markdown table, a row per chapter of ``chapters`` that has
+    records (the papers' chapters; the matrix and the examples count no paper's claims)."""
+    from robattr.papers import CITATIONS
+
+    head = (f"| {label} | statements: hold as printed | do not hold as printed | other | "
+            "claims: hold | partly | do not hold | inconclusive | not comparable | "
+            "checks, demonstrations, questions (not counted) |")
+    lines = [head, "|---|" + "---|" * 9]
+    for chapter in chapters:
+        if chapter not in counts or chapter not in CITATIONS:
+            continue
+        row = counts[chapter]
+        apart = sum(row.get((k, ""), 0) for k in ("check", "demonstration", "question"))
+        lines.append(f"| {chapter} | " + " | ".join(str(row[c]) for c in TALLY_COLUMNS)
+                     + f" | {apart} |")
+    return lines + [""]
+
+
+def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
+                   ref_counts: dict[str, dict]) -> None:
+    """``book/<chapter>/tally.md``: the paper's two tallies in this build and in each kept
+    reference, included at the top of the chapter's landing page."""
+    path = Path(root) / "book" / chapter / "tally.md"
+    if not path.parent.is_dir():
+        return
+    lines = ["| run | statements: hold as printed | do not hold as printed | other | "
+             "claims: hold | partly | do not hold | inconclusive | not comparable |",
+             "|---|" + "---|" * 8]
+    runs = [("this build", counts.get(chapter))] + [
+        (f"{name} reference", ref_counts[name].get(chapter)) for name in refs]
+    for name, row in runs:
+        if row:
+            lines.append(f"| {name} | " + " | ".join(str(row[c]) for c in TALLY_COLUMNS) + " |")
+    if len(lines) == 2:
+        lines = ["No run of this build has recorded this chapter's statements or claims yet."]
+    text = ("Each statement is tested as printed; each empirical claim is judged by the noise "
+            "rules at the scale its line shows. Checks of the book's own arithmetic, "
+            "demonstrations and the book's own questions are not counted. The "
+            "{doc}`Verdicts page <../verdicts>` lists every line.")
+    path.write_text("\n".join([text, "", *lines, ""]))
+
+
+def all_tallies(root: Path, counts: dict, refs: dict[str, dict], ref_counts: dict) -> None:
+    """``book/crosspaper/tally.md``: every paper's two tallies, in this build and in each
+    kept reference (the cross-paper page includes it)."""
+    from robattr.papers import CITATIONS
+
+    path = Path(root) / "book" / "crosspaper" / "tally.md"
+    if not path.parent.is_dir():
+        return
+    lines = ["**This build.**", "", *tally_lines(counts, list(CITATIONS))]
+    for name in refs:
+        lines += [f"**The {name} reference.**", "", *tally_lines(ref_counts[name], list(CITATIONS))]
+    path.write_text("\n".join(lines))

@@ -1,0 +1,106 @@
+"""Accuracy targets: the test accuracy a trained model needs before a claim that compares
+*training methods* through it says anything about the methods.
+
+The book's guard policy (CONTRIBUTING.md, "Verdicts"): an accuracy guard applies only to
+claims that compare training methods (:func:`robattr.verdicts.models_fit`). A bound, a
+certificate or a comparison of attributions on one model is judged on the model at hand,
+whatever its accuracy, which its scale line shows.
+
+A target is set per dataset, architecture and training method, from a source:
+
+* the papers' own reported accuracies where they give one, read from their transcribed
+  tables (:func:`robattr.papers.table`), never retyped: 003 Table 1 for its CIFAR-10 LeNet
+  and ResNet-18 under each regulariser;
+* a cited figure otherwise: LeCun et al. (1998), "Gradient-based learning applied to
+  document recognition", for MNIST (LeNet-5 0.95 % test error for a small CNN, a
+  300-100 MLP 3.05 %), and Madry et al. (2018), "Towards deep learning models resistant
+  to adversarial attacks", for adversarial training of a small CNN on MNIST (98.8 % on
+  natural images).
+
+A method without its own entry takes the entry of standard training (``ce``) for the same
+dataset and architecture, and the target says so. A dataset or architecture without any
+entry has no target (the quick profile's 8×8 digits), and the guard says that too.
+
+The threshold: the medium tier trains CPU-sized budgets (5 epochs where 003 trains 200),
+so a model is asked for :data:`SHARE_OF_GAIN` of the reference's gain over chance (a
+10-class problem's chance is 10 %): ``least = chance + SHARE_OF_GAIN × (reference −
+chance)``. This is a policy, stated once and tested, not a finding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = ["SHARE_OF_GAIN", "Target", "target", "CHANCE"]
+
+#: the share of the reference model's accuracy gain over chance a model must reach
+SHARE_OF_GAIN = 0.75
+#: chance accuracy of each dataset with a target (10 balanced classes)
+CHANCE = {"cifar10": 0.10, "mnist": 0.10}
+
+_LECUN = "LeCun et al. 1998 (Proc. IEEE), test error"
+_MADRY = "Madry et al. 2018 (ICLR), natural accuracy of the adversarially trained MNIST CNN"
+#: cited figures (dataset, arch, method) -> (accuracy, source); the papers' own come first
+_CITED = {
+    ("mnist", "cnn", "ce"): (1 - 0.0095, f"{_LECUN} of LeNet-5 (0.95 %)"),
+    ("mnist", "mlp", "ce"): (1 - 0.0305, f"{_LECUN} of a 300-100 MLP (3.05 %)"),
+    ("mnist", "cnn", "at"): (0.988, _MADRY),
+}
+#: 003 Table 1's rows (its regulariser names) for robattr's loss names
+_JOO_ROWS = {"ce": "CE only", "l2": "l2", "l2_cosd": "l2+Cosd", "hessian": "Hessian",
+             "atex": "ATEX", "iga": "IGA"}
+_JOO_ARCHS = {"lenet": "LeNet", "resnet18": "ResNet18"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A model's accuracy target: the reference ``accuracy`` and its ``source``, and the
+    threshold ``least`` the guard asks for (:data:`SHARE_OF_GAIN` of its gain over chance)."""
+
+    dataset: str
+    arch: str
+    method: str
+    accuracy: float
+    source: str
+
+    @property
+    def least(self) -> float:
+        chance = CHANCE.get(self.dataset, 0.0)
+        return chance + SHARE_OF_GAIN * (self.accuracy - chance)
+
+    def text(self) -> str:
+        return (f"{100 * self.least:.1f} % ({SHARE_OF_GAIN:.0%} of the way from chance to "
+                f"{100 * self.accuracy:.1f} %, {self.source})")
+
+
+@lru_cache(maxsize=None)
+def _paper_entries() -> dict:
+    from robattr.papers.printed import table
+
+    out = {}
+    t = table("joo2023_table1")
+    t = t[(t["dataset"] == "CIFAR10") & (t["metric"] == "accuracy")]
+    for arch, printed_arch in _JOO_ARCHS.items():
+        for method, row in _JOO_ROWS.items():
+            hit = t[(t["model"] == printed_arch) & (t["regularizer"] == row)]
+            if len(hit) == 1:
+                out[("cifar10", arch, method)] = (
+                    float(hit["value"].iloc[0]) / 100,
+                    f"003 Table 1, {printed_arch} {row} on CIFAR-10")
+    return out
+
+
+def target(dataset: str, arch: str, method: str) -> Target | None:
+    """The target of a model trained by ``method`` with architecture ``arch`` on
+    ``dataset``, or ``None`` when neither the papers nor a cited figure give one."""
+    entries = {**_CITED, **_paper_entries()}
+    key = (str(dataset), str(arch), str(method))
+    if key in entries:
+        acc, source = entries[key]
+        return Target(*key, acc, source)
+    ce = (key[0], key[1], "ce")
+    if ce in entries:
+        acc, source = entries[ce]
+        return Target(*key, acc, f"{source}; no source gives {method} on this architecture, "
+                      "so standard training's target applies")
+    return None
