@@ -274,6 +274,12 @@ def _every_rule_outcome():
                     "holds partly": lambda: verdicts.combine([h, f]),
                     "does not hold": lambda: verdicts.combine([f, f, i]),
                     "inconclusive": lambda: verdicts.combine([i, i, h])},
+        "not_worse": {"holds": lambda: verdicts.not_worse(base + noise, base, margin=0.1),
+                      "does not hold": lambda: verdicts.not_worse(base - 1, base, margin=0.1),
+                      "inconclusive": lambda: verdicts.not_worse(base - 0.1 + noise, base, margin=0.1)},
+        "negate": {"holds": lambda: verdicts.negate(f, "x"),
+                   "does not hold": lambda: verdicts.negate(h, "x"),
+                   "inconclusive": lambda: verdicts.negate(i, "x")},
         "exact": {"holds": lambda: verdicts.exact(0, 10),
                   "does not hold": lambda: verdicts.exact(1, 10)},
         "share": {"holds": lambda: verdicts.share(98, 100, at_least=0.8),
@@ -292,6 +298,10 @@ def _every_rule_outcome():
             "holds": lambda: verdicts.models_fit(h, [_zoo_like("cifar10", 0.71)]),
             "not comparable": lambda: verdicts.models_fit(h, [_zoo_like("cifar10", 0.41)]),
         },
+        "beyond_seeds": {
+            "holds": lambda: verdicts.beyond_seeds(h, 0.5, 0.1, n_seeds=3),
+            "does not hold": lambda: verdicts.beyond_seeds(f, -0.5, 0.1, n_seeds=3),
+            "inconclusive": lambda: verdicts.beyond_seeds(h, 0.05, 0.1, n_seeds=3)},
         "within_hypothesis": {
             "not comparable": lambda: verdicts.within_hypothesis(h, "smooth", "max-pooling"),
             "holds": lambda: verdicts.within_hypothesis(h, "smooth", None),
@@ -321,6 +331,56 @@ def test_models_fit_makes_a_comparison_on_unfit_models_not_comparable():
     assert verdicts.models_fit(measured, _zoo_like("cifar10", edge)) is measured   # at the target
     with pytest.raises(TypeError, match="must be a Verdict"):
         verdicts.models_fit("holds", fit)
+
+
+def test_a_sample_too_small_for_its_share_is_flagged_before_the_run():
+    need = verdicts.share_cases_needed(0.99)
+    note = verdicts.underpowered(96, 0.99, claim="Table 6's claim")
+    assert note.startswith("Underpowered: Table 6's claim rests on 96 distinct images")
+    assert f"at least {need}" in note
+    assert verdicts.underpowered(need, 0.99) is None
+    # and the rule agrees: with that many images all passing, the share is confirmed
+    assert verdicts.share(need, need, at_least=0.99).verdict == "holds"
+    assert verdicts.share(need - 1, need - 1, at_least=0.99).verdict == "inconclusive"
+    assert "verdicts.exact" in verdicts.underpowered(10, 1.0)
+
+
+def test_best_or_comparable_is_a_non_inferiority_test_with_its_margin():
+    rng = np.random.default_rng(1)
+    b = rng.normal(size=60)
+    slightly_worse = b - 0.02 + rng.normal(scale=0.005, size=60)
+    assert verdicts.gap(slightly_worse, b).verdict == "does not hold"       # strictly worse
+    v = verdicts.not_worse(slightly_worse, b, margin=0.05)                  # but comparable
+    assert v.verdict == "holds" and "margin of comparable" in v.rule
+    assert verdicts.not_worse(slightly_worse, b, margin=0.001).verdict == "does not hold"
+    lower = verdicts.not_worse(b + 0.02, b, margin=0.05, higher_is_better=False)
+    assert lower.verdict == "holds"
+    with pytest.raises(ValueError, match="margin"):
+        verdicts.not_worse(b, b, margin=-1)
+
+
+def test_the_seed_rule_cannot_call_a_difference_within_the_seed_spread_a_win():
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=50)
+    ce_seeds = [0.70, 0.72, 0.74]                     # one quantity on three CE seeds
+    spread = verdicts.seed_spread(ce_seeds)
+    assert spread == pytest.approx(0.02)
+    small = verdicts.gap(base + 0.01, base)             # a tight interval, a small effect
+    assert small.verdict == "holds"
+    v = verdicts.beyond_seeds(small, 0.01, spread, n_seeds=3, what="l2+Cosd − CE RPS")
+    assert v.verdict == "inconclusive" and "one model per method" in v.rule
+    assert "cannot be told from the seed" in v.rule and small.rule in v.rule
+    # the rule is symmetric: a loss within the spread is not a loss either
+    loss = verdicts.gap(base - 0.01, base)
+    assert verdicts.beyond_seeds(loss, -0.01, spread, n_seeds=3).verdict == "inconclusive"
+    big = verdicts.beyond_seeds(small, 0.05, spread, n_seeds=3)
+    assert big.verdict == "holds" and "seed-to-seed spread 0.02" in big.rule
+    within = Verdict("holds partly", "r")
+    assert verdicts.beyond_seeds(within, 0.0, spread, n_seeds=3).verdict == "holds partly"
+    with pytest.raises(ValueError, match="at least 3 seeds"):
+        verdicts.seed_spread([0.7, 0.71])
+    with pytest.raises(ValueError, match="n_seeds"):
+        verdicts.beyond_seeds(small, 0.01, spread, n_seeds=2)
 
 
 def test_targets_come_per_dataset_architecture_and_method_with_their_source():
@@ -371,7 +431,8 @@ def test_every_rule_reaches_each_of_its_outcomes():
     table = _every_rule_outcome()
     rules = {name for name in verdicts.__all__ if callable(getattr(verdicts, name))
              and name not in {"Verdict", "Scale", "set_scale", "current_scale", "print_cells",
-                              "training_summary", "share_cases_needed"}}
+                              "training_summary", "share_cases_needed", "seed_spread",
+                              "underpowered", "bootstrap_interval"}}
     assert rules == set(table), f"rules without outcome data: {rules ^ set(table)}"
     for name, outcomes in table.items():
         for want, make in outcomes.items():
@@ -472,9 +533,9 @@ def test_verdicts_page_tallies_statements_and_claims_apart_and_nothing_else(tmp_
     path = tmp_path / "book" / "wang2020" / "t.results.csv"
     monkeypatch.setenv(results.ENV, str(path))
     papers.claim("a claim of the paper", Verdict("does not hold", "r1"), place="Table 3")
-    papers.statement("Thm 2 as printed", verdicts.exact(5, 5), "Thm 2",
+    papers.statement("Thm 2 as printed", verdicts.exact(5, 5), place="Thm 2",
                      erratum="erratum-w-thm2")
-    papers.statement("Lemma 1", verdicts.exact(0, 5), "Lemma 1")
+    papers.statement("Lemma 1", verdicts.exact(0, 5), place="Lemma 1")
     papers.check("our identity", verdicts.exact(0, 5))
     papers.demonstrate("Thm 2's counterexample", verdicts.exact(5, 5), erratum="erratum-w-thm2")
     papers.question("the book's question", Verdict("holds", "r2"), of="joo2023/table2_cost")
@@ -511,16 +572,16 @@ def test_verdicts_page_tallies_statements_and_claims_apart_and_nothing_else(tmp_
 
 def test_a_statement_names_its_place_and_links_its_erratum(tmp_path, monkeypatch):
     monkeypatch.setenv(results.ENV, str(tmp_path / "nb.results.csv"))
-    md = papers.statement("Thm 9", verdicts.exact(2, 9), "App. B, Thm 9", erratum="erratum-x-9")
+    md = papers.statement("Thm 9", verdicts.exact(2, 9), place="App. B, Thm 9", erratum="erratum-x-9")
     assert "**Statement (App. B, Thm 9):**" in md.data and "does not hold as printed" in md.data
     assert "{ref}`its erratum <erratum-x-9>`" in md.data
-    md = papers.statement("Thm 8", verdicts.exact(2, 9), "Thm 8")
+    md = papers.statement("Thm 8", verdicts.exact(2, 9), place="Thm 8")
     assert "No erratum is filed" in md.data
-    assert "holds as printed" in papers.statement("Thm 7", verdicts.exact(0, 9), "Thm 7").data
+    assert "holds as printed" in papers.statement("Thm 7", verdicts.exact(0, 9), place="Thm 7").data
     with pytest.raises(ValueError, match="place"):
-        papers.statement("Thm 6", verdicts.exact(0, 9), "")
+        papers.statement("Thm 6", verdicts.exact(0, 9), place="")
     with pytest.raises(ValueError, match="erratum-"):
-        papers.statement("Thm 6", verdicts.exact(0, 9), "Thm 6", erratum="thm6")
+        papers.statement("Thm 6", verdicts.exact(0, 9), place="Thm 6", erratum="thm6")
     with pytest.raises(ValueError, match="chapter/name"):
         papers.question("q", verdicts.exact(0, 9), of="table2")
     assert "**Claim (Table 3):**" in papers.claim("c", verdicts.exact(0, 9), place="Table 3").data
@@ -540,24 +601,51 @@ def test_a_reference_at_the_same_settings_is_not_a_corroboration():
     assert "0 violations in 9 cases; digits 8×8, mlp, profile medium" in other
 
 
-def test_every_demonstration_links_to_an_errata_entry():
-    """Each papers.demonstrate(...) in a notebook names a label that book/errata.md holds."""
-    import re
-
-    labels = set(re.findall(r"^\((erratum-[a-z0-9-]+)\)=$",
-                            (ROOT / "book" / "errata.md").read_text(), re.M))
-    missing = []
+def _notebook_calls(names):
     for path in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
         for cell in nbformat.read(path, 4).cells:
             if cell.cell_type != "code":
                 continue
             for node in ast.walk(ast.parse(cell.source)):
-                if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "demonstrate":
-                    kw = {k.arg: k.value for k in node.keywords}
-                    arg = kw.get("erratum", node.args[2] if len(node.args) > 2 else None)
-                    if not (isinstance(arg, ast.Constant) and arg.value in labels):
-                        missing.append(f"{path.relative_to(ROOT)}: {ast.unparse(arg) if arg else None}")
+                if isinstance(node, ast.Call) and (getattr(node.func, "attr", None)
+                                                   or getattr(node.func, "id", None)) in names:
+                    yield path, node
+
+
+def test_every_demonstration_and_erratum_statement_links_to_an_errata_entry():
+    """Each papers.demonstrate(...) in a notebook, and each papers.statement(...) that names
+    an erratum, names a label that book/errata.md holds."""
+    import re
+
+    labels = set(re.findall(r"^\((erratum-[a-z0-9-]+)\)=$",
+                            (ROOT / "book" / "errata.md").read_text(), re.M))
+    missing, n_statements = [], 0
+    for path, node in _notebook_calls({"demonstrate", "statement"}):
+        kw = {k.arg: k.value for k in node.keywords}
+        if node.func.attr == "statement":
+            n_statements += 1
+            assert "place" in kw, f"{path.relative_to(ROOT)}: a statement without its place"
+            if "erratum" not in kw:
+                continue
+        arg = kw.get("erratum", node.args[2] if len(node.args) > 2 else None)
+        if not (isinstance(arg, ast.Constant) and arg.value in labels):
+            missing.append(f"{path.relative_to(ROOT)}: {ast.unparse(arg) if arg else None}")
     assert missing == [], "\n".join(missing)
+    assert n_statements >= 30
+
+
+def test_every_statement_the_errata_correct_is_counted_as_a_statement():
+    """An erratum's statement as printed is a papers.statement (counted), never only a
+    demonstration: each erratum label a demonstration names is also named by a statement,
+    so no printed statement that fails is filed away."""
+    by_statement, by_demo = set(), set()
+    for _, node in _notebook_calls({"demonstrate", "statement"}):
+        kw = {k.arg: k.value for k in node.keywords}
+        arg = kw.get("erratum", node.args[2] if node.func.attr == "demonstrate"
+                     and len(node.args) > 2 else None)
+        if isinstance(arg, ast.Constant):
+            (by_statement if node.func.attr == "statement" else by_demo).add(arg.value)
+    assert by_demo <= by_statement, sorted(by_demo - by_statement)
 
 
 def test_verdicts_page_follows_the_book_and_keeps_rows_short(tmp_path, monkeypatch):

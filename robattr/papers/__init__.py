@@ -224,7 +224,7 @@ def claim(text: str, verdict: Verdict, evidence: str = "", *, place: str | None 
                     f"{tail}")
 
 
-def statement(text: str, verdict: Verdict, place: str, evidence: str = "", *,
+def statement(text: str, verdict: Verdict, evidence: str = "", *, place: str,
               erratum: str | None = None, n: int | None = None, unit: str | None = None,
               dataset: str | None = None, model: str | None = None):
     """A **statement of the paper as printed** (a theorem, lemma, proposition, corollary or

@@ -44,8 +44,10 @@ def _table1_models(p):
     common = _joo_common(p)
     broken = spec(p["dataset"], p["arch"], "cosd", lam_cos=p["break_lam_cos"], eps=p["train_eps"],
                   **common)
+    seeds = [spec(p["dataset"], p["arch"], "ce", seed=s, **common)
+             for s in range(1, p["ce_seeds"])]     # the seed-to-seed spread of CE
     return (_joo_specs(p, common) + _baseline_specs(p, p["arch"], p["baselines"], common)
-            + [broken] + _resnet_specs(p))
+            + seeds + [broken] + _resnet_specs(p))
 
 
 def _resnet_common(p):
@@ -95,6 +97,10 @@ def _table1_work(p):
         for _ in p["table4_methods"]:
             out += flat(attack(fam, n, p["attack_steps"], what="Table 4") for _ in extra)
             out += flat(curve(fam, n, 20, "Table 4 adv-insertion") for _ in p["attack_eps_list"])
+    for _ in range(1, p["ce_seeds"]):       # CE at the other seeds: the compared cells
+        out += [grads(fam, n, r + 1, 2, what="seed spread: RPS")]
+        out += attack(fam, n, p["attack_steps"], what="seed spread: targeted attack")
+        out += curve(fam, n, 20, "seed spread: adv-insertion")
     out += [grads(fam, n, r + 1, 5, "RPS: guard, broken maps, large noise"),
             fwd(fam, TEST_SIZES.get(p["dataset"], 0), 2 + ("ATEX" in p["baselines"]),
                 what="accuracy")]

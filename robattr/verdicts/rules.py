@@ -1,54 +1,16 @@
-"""Verdicts on the papers' claims, computed from a run's numbers by stated rules.
-
-A notebook never writes a verdict. It hands its numbers to a rule, and the rule returns a
-:class:`Verdict`: one of :data:`VERDICTS` with a sentence that states the rule and the
-numbers that decided it, uncertainty included. :func:`robattr.papers.claim` renders it
-with the run's scale (dataset and input size, model, how many images or cases, profile)
-and records it, so the book's Verdicts page lists every claim of a build.
-
-The rules (each can return every outcome it names; ``tests/test_verdicts.py`` reaches each):
-
-* :func:`gap`: paired values (one per image, seed or cell), "a is better than b": the
-  bootstrap interval of the mean difference decides holds / does not hold /
-  inconclusive (the interval holds 0);
-* :func:`combine`: several verdicts (cells of a table) into one, by a symmetric rule
-  (:data:`COMBINE_RULE`): swapping "holds" and "does not hold" in the parts mirrors it;
-* :func:`exact`: an exact statement checked on ``n`` cases: holds with 0 violations,
-  does not hold otherwise;
-* :func:`share`: "at least a share ``p`` of the cases": the Wilson interval of the
-  observed share against ``p`` (and it says when ``n`` is too small for "holds" to be
-  reachable at all: :func:`share_cases_needed`);
-* :func:`share_clustered`: the same share when cases come in correlated groups (one
-  image under several models or budgets): a cluster bootstrap over whole images;
-* :func:`attack_effective`: the guard of a robustness claim: when the attacked maps move
-  no more than under random noise of the same size, the attack is ineffective at this
-  scale and the claim is inconclusive, whatever the method;
-* :func:`within_hypothesis`: the guard of a statement made under a hypothesis: when the
-  run's models break it, the statement is not tested by the run, and its verdict is not
-  comparable, whatever the numbers (which the rule still states);
-* :func:`models_fit`: the guard of a claim that compares *training methods* through trained
-  models, and only of such a claim: when a model falls short of its accuracy target (per
-  dataset, architecture and method, with its source: :mod:`robattr.targets`), the
-  difference may be the training budget rather than the method, and the verdict is not
-  comparable (the rule still states what was measured). Bounds, certificates and
-  comparisons of attributions on one model are judged on the model at hand.
-
-:func:`print_cells` prints the cells a combined verdict rests on (a notebook's evidence).
-"""
+"""The rules: a verdict from a run's numbers (see :mod:`robattr.verdicts`)."""
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ["VERDICTS", "Verdict", "gap", "combine", "COMBINE_RULE", "exact", "share",
-           "share_cases_needed", "share_clustered", "attack_effective",
-           "within_hypothesis", "models_fit",
-           "Scale", "set_scale", "training_summary", "current_scale", "PROFILE_ENV", "print_cells"]
+__all__ = ["VERDICTS", "Verdict", "bootstrap_interval", "gap", "not_worse", "combine",
+           "COMBINE_RULE", "negate", "exact", "share", "share_cases_needed", "underpowered",
+           "share_clustered", "attack_effective"]
 
 #: The verdicts, and how each is rendered (marks that every text font has, no emoji).
 VERDICTS = {
@@ -58,10 +20,6 @@ VERDICTS = {
     "inconclusive": "≈ inconclusive",
     "not comparable": "— not comparable",
 }
-
-#: Set by the pipeline for the kernel: the profile a notebook runs in (``quick``,
-#: ``quick+2`` when two parameters differ from the profile's values).
-PROFILE_ENV = "ROBATTR_PROFILE"
 
 
 @dataclass(frozen=True)
@@ -154,6 +112,35 @@ COMBINE_RULE = ("every part holds: holds; every part goes the other way: does no
                 "counted")
 
 
+def not_worse(a, b=0.0, *, margin: float, higher_is_better: bool = True, level: float = 0.95,
+              what: str = "a − b", n_boot: int = 4000, seed: int = 0) -> Verdict:
+    """"``a`` is as good as ``b`` or better" (a paper's "best or comparable"), from paired
+    values: a non-inferiority test with a stated ``margin`` (how much worse still counts as
+    comparable, e.g. the seed-to-seed spread). The bootstrap interval of the mean
+    difference (oriented so that > 0 is better): entirely above ``-margin`` → holds;
+    entirely below it → does not hold (worse by more than the margin); otherwise
+    inconclusive."""
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    a = _values("a", a)
+    b = np.broadcast_to(_values("b", b), a.shape) if np.size(b) == 1 else _values("b", b)
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must be paired (same length), got {a.size} and {b.size}")
+    d = (a - b) if higher_is_better else (b - a)
+    lo, hi = bootstrap_interval(d, level=level, n_boot=n_boot, seed=seed)
+    sign = "" if higher_is_better else " (lower is better, so b − a)"
+    where = (f"mean {what}{sign} = {_fmt(float(d.mean()))}, {int(level * 100)} % bootstrap "
+             f"interval [{_fmt(lo)}, {_fmt(hi)}] over {a.size}")
+    if a.size < 2:
+        return Verdict("inconclusive", f"{where}: a single pair has no interval")
+    if lo > -margin:
+        return Verdict("holds", f"{where}: above −{_fmt(margin)}, the margin of comparable")
+    if hi < -margin:
+        return Verdict("does not hold", f"{where}: worse by more than the margin {_fmt(margin)}")
+    return Verdict("inconclusive", f"{where}: the interval holds −{_fmt(margin)}, the margin "
+                   "of comparable")
+
+
 def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
     """Several verdicts (the parts of a claim: cells of a table, metrics, pairs) into one,
     by a rule that is symmetric: swapping "holds" and "does not hold" in the parts mirrors
@@ -217,6 +204,17 @@ def _singular(what: str) -> str:
     return " ".join([*rest, last]) + tail
 
 
+def negate(verdict: Verdict, what: str) -> Verdict:
+    """The verdict on "not ``what``", from the verdict on ``what``: "holds" and "does not
+    hold" swap, the others stay (a claim that X is *not* better is refuted exactly where X
+    is shown better). The rule keeps what was measured."""
+    if not isinstance(verdict, Verdict):
+        raise TypeError(f"verdict must be a Verdict, got {type(verdict).__name__}")
+    swapped = {"holds": "does not hold", "does not hold": "holds"}
+    return Verdict(swapped.get(verdict.verdict, verdict.verdict),
+                   f"the opposite claim, {what}: {verdict.verdict} ({verdict.rule})")
+
+
 def exact(violations: int, n: int, *, what: str = "cases") -> Verdict:
     """An exact statement checked on ``n`` cases: holds with 0 violations, else does not
     hold (one counterexample refutes it)."""
@@ -278,6 +276,23 @@ def share_cases_needed(at_least: float, level: float = 0.95) -> int:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if _wilson(mid, mid, level)[0] >= at_least else (mid, hi)
     return hi
+
+
+def underpowered(n: int, at_least: float, *, claim: str = "the claim",
+                 unit: str = "distinct images") -> str | None:
+    """Before a run, the power of a share claim: ``None`` when ``n`` independent cases
+    (distinct images) could confirm a share of ``at_least`` if every one of them passed
+    (:func:`share_cases_needed`); otherwise a sentence saying that ``claim`` is underpowered,
+    so that its verdict can be at most inconclusive, and how many it needs."""
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    need = share_cases_needed(at_least, 0.95) if at_least < 1 else None
+    if need is not None and n >= need:
+        return None
+    how = f"at least {need}" if need else "a count of violations (verdicts.exact) instead"
+    return (f"Underpowered: {claim} rests on {int(n)} {unit}, and a share of "
+            f"{_fmt(at_least)} needs {how} to be confirmed even if every case passed, so its "
+            "verdict can be at most inconclusive.")
 
 
 def share_clustered(hits, groups, *, at_least: float, level: float = 0.95,
@@ -344,166 +359,3 @@ def attack_effective(attacked, random, *, level: float = 0.95, n_boot: int = 400
     if v.verdict == "holds":
         return None
     return Verdict("inconclusive", f"the attack is ineffective at this scale ({v.rule})")
-
-
-def within_hypothesis(verdict: Verdict, hypothesis: str, broken: str | None) -> Verdict:
-    """The guard of a statement that the paper makes under ``hypothesis`` (e.g. "a
-    twice-differentiable classifier"). ``broken`` says how the run's models break it
-    (:func:`robattr.models.not_twice_differentiable`), or is ``None`` when they meet it.
-    Met: ``verdict`` unchanged. Broken: "not comparable", since a statement checked
-    outside its hypothesis is not tested, and the rule keeps what was measured."""
-    if not isinstance(verdict, Verdict):
-        raise TypeError(f"verdict must be a Verdict, got {type(verdict).__name__}")
-    if not hypothesis or not str(hypothesis).strip():
-        raise ValueError("hypothesis must name the statement's hypothesis")
-    if broken is None:
-        return verdict
-    return Verdict("not comparable",
-                   f"outside the statement's hypothesis ({hypothesis}): the models have {broken}; "
-                   f"measured: {verdict.rule}")
-
-
-def _shortfalls(models) -> list[str]:
-    """The zoo models among ``models`` below their accuracy target
-    (:func:`robattr.targets.target`), one phrase each."""
-    from robattr.targets import target
-
-    short = []
-    for m in models:
-        meta = getattr(m, "zoo_meta", None)
-        if not isinstance(meta, dict) or "test_acc" not in meta:
-            continue
-        cfg = meta.get("config", {})
-        t = target(cfg.get("dataset"), cfg.get("arch"), cfg.get("method", "ce"))
-        if t is not None and float(meta["test_acc"]) < t.least:
-            short.append(f"{cfg.get('method', '?')} {cfg.get('arch', '')} on {cfg.get('dataset')}: "
-                         f"{100 * float(meta['test_acc']):.1f} % < {t.text()}")
-    return short
-
-
-def models_fit(verdict: Verdict, models) -> Verdict:
-    """The accuracy guard, for a claim that **compares training methods** through trained
-    ``models`` (zoo models, whose ``zoo_meta`` records dataset, architecture, method and
-    test accuracy), and only for such a claim: a bound, a certificate or a comparison of
-    attributions on one model is judged on the model at hand (the book's guard policy,
-    CONTRIBUTING.md). Every model at or above its target (:func:`robattr.targets.target`,
-    per dataset, architecture and method, with its source; a model without a target passes):
-    ``verdict`` unchanged. Otherwise "not comparable", naming each model below its target
-    and the target's source; the rule keeps what was measured. A model without zoo metadata
-    cannot be judged and leaves the verdict unchanged."""
-    if not isinstance(verdict, Verdict):
-        raise TypeError(f"verdict must be a Verdict, got {type(verdict).__name__}")
-    models = [models] if hasattr(models, "parameters") else list(models)
-    short = _shortfalls(models)
-    if not short:
-        return verdict
-    return Verdict("not comparable",
-                   f"a comparison of training methods on models below their accuracy targets "
-                   f"({'; '.join(short)}): the difference may be the training budget, not the "
-                   f"method; measured: {verdict.rule}")
-
-
-# --------------------------------------------------------------------------- scale
-@dataclass(frozen=True)
-class Scale:
-    """Where a verdict comes from: dataset and input size, model, how many items."""
-
-    dataset: str = ""
-    model: str = ""
-    n: int | None = None
-    unit: str = "images"
-    #: the trained models' quality and budget (:func:`training_summary`), or "" when the
-    #: claim rests on no trained model (a synthetic case says so in ``model``)
-    trained: str = ""
-
-    def text(self, profile: str | None = None) -> str:
-        from robattr import catalog
-
-        parts = []
-        if self.dataset:
-            shape = catalog.SHAPES.get(self.dataset)
-            size = f" {shape[1]}×{shape[2]}" if shape else ""
-            parts.append(f"{self.dataset}{size}")
-        if self.model:
-            parts.append(self.model)
-        if self.trained:
-            parts.append(self.trained)
-        if self.n is not None:
-            unit = self.unit
-            if self.n == 1 and unit.isalpha():       # one word: "1 image", "1 class"
-                unit = unit[:-2] if unit.endswith("sses") else unit.removesuffix("s")
-            parts.append(f"{self.n} {unit}")
-        profile = profile or os.environ.get(PROFILE_ENV)
-        parts.append(f"profile {profile}" if profile else "run outside the pipeline")
-        return ", ".join(parts)
-
-
-_SCALE = [Scale()]
-
-
-def _span(values, fmt) -> str:
-    lo, hi = min(values), max(values)
-    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
-
-
-def training_summary(models) -> str:
-    """What a claim on trained models must show beside its verdict: their clean test
-    accuracy and training budget, read from the zoo's metadata (``model.zoo_meta``), e.g.
-    ``"test accuracy 38.5 %, 3 epochs on 1000 images"`` or, for several models,
-    ``"test accuracy 35–41 % (4 models), 3 epochs on 1000 images, 4 below their accuracy
-    target"`` (:func:`robattr.targets.target`, :func:`models_fit`). Models
-    without zoo metadata (built in the notebook) are counted as such."""
-    models = [models] if hasattr(models, "parameters") else list(models)
-    if not models:
-        raise ValueError("training_summary needs at least one model")
-    metas = [getattr(m, "zoo_meta", None) for m in models]
-    known = [m for m in metas if isinstance(m, dict) and "test_acc" in m]
-    if not known:
-        plural = "s" * (len(models) > 1)
-        return f"{len(models)} model{plural} not from the zoo (no recorded accuracy)"
-    acc = _span([100 * float(m["test_acc"]) for m in known], lambda v: f"{v:.1f}")
-    trained = [m for m in known if "epochs" in m.get("config", {})]
-    count = f" ({len(known)} models)" if len(known) > 1 else ""
-    text = f"test accuracy {acc} %{count}"
-    if trained:
-        epochs = _span([int(m["config"]["epochs"]) for m in trained], str)
-        images = _span([int(m.get("train_images") or 0) for m in trained], str)
-        text += f", {epochs} epochs on {images} images"
-    if len(trained) < len(known):         # loaded from weights the user gave, not trained here
-        text += f", {len(known) - len(trained)} from given weights"
-    if len(known) < len(models):
-        text += f", and {len(models) - len(known)} not from the zoo"
-    short = _shortfalls(models)
-    if short:
-        text += f", {len(short)} below {'its' if len(short) == 1 else 'their'} accuracy target"
-    return text
-
-
-def set_scale(dataset: str = "", model: str = "", n: int | None = None,
-              unit: str = "images", *, models=None) -> Scale:
-    """The scale every later claim of this notebook shows (one call in the setup cell);
-    a claim may override ``n`` or ``unit``. ``models``: the trained model(s) the claims
-    rest on, whose test accuracy and training budget the line then shows
-    (:func:`training_summary`); leave it out only for a synthetic case, which ``model``
-    then names."""
-    if n is not None and (isinstance(n, bool) or int(n) != n or n < 1):
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    trained = "" if models is None else training_summary(models)
-    _SCALE[0] = Scale(str(dataset), str(model), None if n is None else int(n), unit, trained)
-    return _SCALE[0]
-
-
-def current_scale() -> Scale:
-    return _SCALE[0]
-
-
-def print_cells(title: str, cells) -> None:
-    """Print ``title``, then one line per cell of ``cells`` (a mapping ``name -> Verdict``):
-    the verdict and the rule that decided it, the evidence a combined claim rests on."""
-    if not hasattr(cells, "items"):
-        raise ValueError(f"cells must be a mapping name -> Verdict, got {type(cells).__name__}")
-    print(title)
-    for name, v in cells.items():
-        if not isinstance(v, Verdict):
-            raise ValueError(f"cell {name!r} is not a Verdict: {v!r}")
-        print(f"  {name}: {v.verdict} ({v.rule})")
