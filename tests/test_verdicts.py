@@ -563,11 +563,40 @@ def test_verdicts_page_tallies_statements_and_claims_apart_and_nothing_else(tmp_
     kinds = {(r["key"], r["text"]): r["kind"] for _, r in claims.iterrows()}
     ref_counts = verdicts_page.tallies(refs["medium"]["claims"], kinds)
     assert ref_counts["wang2020"][("statement", "does not hold")] == 1
+    # a kept reference is never credited with a line its (changed) notebook no longer records
+    ref = {"status": {"wang2020/t": "stale", "joo2023/u": "fresh"},
+           "claims": {("wang2020/t", "Thm 2 as printed"): "does not hold",
+                      ("wang2020/t", "an old claim, since rewritten"): "holds",
+                      ("joo2023/u", "a claim of an unchanged notebook"): "holds",
+                      ("joo2023/u", "an old demonstration"): "does not hold"},
+           "kinds": {("joo2023/u", "an old demonstration"): "demonstration"}}
+    lines, kinds_ = verdicts_page._reference_tallied(ref, kinds)
+    assert lines == {("wang2020/t", "Thm 2 as printed"): "does not hold",
+                     ("joo2023/u", "a claim of an unchanged notebook"): "holds"}
+    assert kinds_[("wang2020/t", "Thm 2 as printed")] == "statement"
     others = {(r["key"], r["text"]) for _, r in claims.iterrows()
               if r["kind"] not in papers.TALLIED}
     tallied = claims[claims["kind"].isin(papers.TALLIED)]
     assert [row[:2] for row in verdicts_page.against(tallied, refs, others)] == \
         [("wang2020/t", "a claim of the paper"), ("wang2020/t", "Thm 2 as printed")]
+
+
+def test_untested_claims_are_recorded_and_listed_on_the_chapter_page(tmp_path, monkeypatch):
+    from robattr.book import verdicts_page
+
+    (tmp_path / "book" / "joo2023").mkdir(parents=True)
+    monkeypatch.setenv(results.ENV, str(tmp_path / "book" / "joo2023" / "t.results.csv"))
+    md = papers.untested("l2+Cosd costs far less than IGA.", "IGA is not timed here.", place="Table 2")
+    assert md.data.startswith("*Not tested here (Table 2):* ℓ₂+Cosd costs far less than IGA.")
+    papers.claim("a claim", verdicts.exact(0, 3), place="Table 1")
+    with pytest.raises(ValueError, match="reason"):
+        papers.untested("x", " ")
+    verdicts_page.write(tmp_path, log=lambda *a: None)
+    tally = (tmp_path / "book" / "joo2023" / "tally.md").read_text()
+    assert "**Not tested by this build**" in tally
+    assert "ℓ₂+Cosd costs far less than IGA. (Table 2): IGA is not timed here." in tally
+    # an untested line is no claim: the tally counts the one claim only
+    assert "| this build | 0 | 0 | 0 | 1 | 0 | 0 | 0 | 0 |" in tally
 
 
 def test_a_statement_names_its_place_and_links_its_erratum(tmp_path, monkeypatch):

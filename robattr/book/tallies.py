@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["TALLY_COLUMNS", "tallies", "tally_lines", "chapter_tally", "all_tallies"]
+__all__ = ["TALLY_COLUMNS", "tallies", "tally_lines", "chapter_tally", "all_tallies",
+           "collect_untested"]
 
 
 #: the columns of a paper's two tallies: statements as printed, then empirical claims
@@ -65,8 +66,37 @@ def tally_lines(counts: dict[str, dict[tuple[str, str], int]], chapters,
     return lines + [""]
 
 
+def collect_untested(book_dir: Path):
+    """Every claim a notebook of this build says it does not test
+    (:func:`robattr.papers.untested`): a frame with ``chapter``, ``key``, ``text``, ``why``,
+    ``place``, in notebook order."""
+    import pandas as pd
+
+    from robattr import results
+
+    frames = []
+    for csv in sorted(Path(book_dir).rglob("*.results.csv")):
+        if "_build" in csv.parts:
+            continue
+        df = results.read(csv)
+        if "metric" not in df or not (df["metric"] == "untested").any():
+            continue
+        df = df[df["metric"] == "untested"].copy()
+        key = csv.relative_to(book_dir).as_posix().removesuffix(".results.csv")
+        df["key"], df["chapter"] = key, key.split("/")[0]
+        frames.append(df)
+    cols = ["chapter", "key", "text", "why", "place"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(frames, ignore_index=True)
+    for c in cols:
+        if c not in out:
+            out[c] = ""
+    return out[cols].fillna("").drop_duplicates(["key", "text"])
+
+
 def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
-                   ref_counts: dict[str, dict]) -> None:
+                  ref_counts: dict[str, dict], untested=None) -> None:
     """``book/<chapter>/tally.md``: the paper's two tallies in this build and in each kept
     reference, included at the top of the chapter's landing page."""
     path = Path(root) / "book" / chapter / "tally.md"
@@ -86,6 +116,16 @@ def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
             "rules at the scale its line shows. Checks of the book's own arithmetic, "
             "demonstrations and the book's own questions are not counted. The "
             "{doc}`Verdicts page <../verdicts>` lists every line.")
+    mine = untested[untested["chapter"] == chapter] if untested is not None else []
+    if len(mine):
+        from robattr.reader import reader_text
+
+        lines += ["", "**Not tested by this build**, so the tally is not coverage: the claims the "
+                  "notebooks name as untested, and why.", ""]
+        for _, r in mine.iterrows():
+            place = f" ({r['place']})" if r["place"] else ""
+            lines.append(f"- {reader_text(r['text'], chapter)}{place}: {reader_text(r['why'], chapter)} "
+                         f"({{doc}}`{r['key'].split('/')[-1]} <{r['key'].split('/')[-1]}>`)")
     path.write_text("\n".join([text, "", *lines, ""]))
 
 

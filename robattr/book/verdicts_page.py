@@ -22,7 +22,8 @@ import re
 from pathlib import Path
 
 from robattr.book.stamps import read_stamps
-from robattr.book.tallies import all_tallies, chapter_tally, tallies, tally_lines
+from robattr.book.tallies import (all_tallies, chapter_tally, collect_untested, tallies,
+                                  tally_lines)
 from robattr.reader import (PAPER_KEYS, metric_name, paper_keys,  # noqa: F401 (re-exported)
                             reader_text, typeset)
 
@@ -87,7 +88,7 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
     out = {}
     for name in names:
         status = reference.status(root, name, notebooks)
-        claims, detail = {}, {}
+        claims, detail, kinds = {}, {}, {}
         for key, state in status.items():
             path = reference.results_file(root, name, key)
             if state == "missing":
@@ -97,11 +98,29 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
                 for _, r in df[df["metric"] == "claim"].iterrows():
                     if str(r.get("kind", "claim")) in _REFERENCE_KINDS:
                         claims[(key, r["text"])] = r["verdict"]
+                        kinds[(key, r["text"])] = str(r.get("kind", "claim"))
                         detail[(key, r["text"])] = (str(r.get("rule", "")),
                                                     str(r.get("scale", "")))
-        out[name] = {"claims": claims, "detail": detail, "status": status,
+        out[name] = {"claims": claims, "detail": detail, "status": status, "kinds": kinds,
                      "prov": reference.provenance(root, name)}
     return out
+
+
+def _reference_tallied(ref: dict, kinds_of: dict) -> tuple[dict, dict]:
+    """A kept reference's tallied lines and their kinds: a line this build records takes
+    this build's kind; a line of a notebook unchanged since the reference (fresh) keeps its
+    recorded kind; a line of a changed (stale) notebook that this build no longer records is
+    left out, so that a claim the notebook dropped or rewrote is not credited."""
+    from robattr.papers import TALLIED
+
+    lines, kinds = {}, {}
+    for k, verdict in ref["claims"].items():
+        own = ref.get("kinds", {}).get(k, "claim")
+        kind = kinds_of.get(k) or (("claim" if own in ("", "nan") else own)
+                                   if ref["status"].get(k[0]) == "fresh" else None)
+        if kind in TALLIED:
+            lines[k], kinds[k] = verdict, kind
+    return lines, kinds
 
 
 def _reference_parts(ref: dict, key: str, text: str, scale: str = "") -> tuple[str, str]:
@@ -202,6 +221,14 @@ def _verdict_word(kind: str, verdict: str) -> str:
     return VERDICTS.get(verdict, verdict)
 
 
+def _names_place(text: str, place: str) -> bool:
+    """Whether a claim's text already opens with its place ("Prop 1: ..." for "Prop. 1")."""
+    def norm(t: str) -> str:
+        return re.sub(r"[.\s]", "", t).lower()
+    head = norm(" ".join(place.replace(",", " ").split()[:2]))
+    return bool(head) and head in norm(text[:40])
+
+
 def _rows(chapter: str, group, refs: dict[str, dict], head: str) -> list[str]:
     ref_heads = "".join(f" {name} ref |" for name in refs)
     lines = [f"| {head} | verdict |{ref_heads} scale | where |",
@@ -219,8 +246,8 @@ def _rows(chapter: str, group, refs: dict[str, dict], head: str) -> list[str]:
             for word, more in (_reference_parts(ref, r["key"], r["text"], r["scale"])
                                for ref in refs.values()))
         place = str(r.get("place", "") or "").strip()
-        text = reader_text(r["text"], chapter) + (f" ({place})" if place and place not in
-                                                  str(r["text"]) else "")
+        text = reader_text(r["text"], chapter) + (f" ({place})" if place and not
+                                                  _names_place(str(r["text"]), place) else "")
         claim = _details(_cell(text), rule, "rule and numbers")
         lines.append(f"| {claim} "
                      f"| {_verdict_word(r['kind'], r['verdict'])} |{ref_cells} "
@@ -554,21 +581,21 @@ def write(root: Path, log=print) -> Path:
         lines.append("")
     counts = tallies(everything) if not everything.empty else {}
     kinds_of = {(r["key"], r["text"]): r["kind"] for _, r in everything.iterrows()}
-    ref_counts = {name: tallies({k: v for k, v in ref["claims"].items()
-                                 if kinds_of.get(k, "claim") in TALLIED}, kinds_of)
-                  for name, ref in refs.items()}
+    ref_counts = {name: tallies(*_reference_tallied(ref, kinds_of)) for name, ref in refs.items()}
     if refs:
         lines += ["## Each paper's tallies in the kept references", "",
                   "A kept reference's verdicts, read with this build's kind of each line (a "
                   "reference made before statements were a kind of their own recorded them as "
-                  "claims or demonstrations).", ""]
+                  "claims or demonstrations). A line of a notebook changed since the reference "
+                  "counts only if this build still records it.", ""]
         for name in refs:
             lines += [f"**{name} reference.**", ""]
             lines += tally_lines(ref_counts[name], order or list(ref_counts[name]))
     from robattr.papers import CITATIONS
 
+    untested = collect_untested(book_dir)
     for chapter in CITATIONS:
-        chapter_tally(root, chapter, counts, refs, ref_counts)
+        chapter_tally(root, chapter, counts, refs, ref_counts, untested)
     all_tallies(root, counts, refs, ref_counts)
     page = book_dir / PAGE
     page.write_text("\n".join(lines))

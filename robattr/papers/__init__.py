@@ -34,7 +34,7 @@ from robattr.papers.printed import TABLES_DIR, table, tables
 from robattr.verdicts import VERDICTS, Verdict  # the verdicts a claim can carry
 
 __all__ = ["TABLES_DIR", "CITATIONS", "tables", "table", "compare", "statement", "claim",
-           "check", "demonstrate", "question", "CheckFailed", "KINDS", "TALLIED", "VERDICTS",
+           "check", "demonstrate", "question", "untested", "CheckFailed", "KINDS", "TALLIED", "VERDICTS",
            "STATEMENT_WORDS"]
 
 #: what a recorded line is: a statement of the paper as printed, an empirical claim of the
@@ -327,3 +327,22 @@ def demonstrate(text: str, verdict: Verdict, erratum: str, evidence: str = "", *
                     f"**the counterexample refutes it as printed** ({_shown(verdict.rule)}; "
                     f"{_shown(where)}). "
                     f"See {{ref}}`the errata entry <{erratum}>`.{tail}")
+
+
+def untested(text: str, why: str, *, place: str | None = None):
+    """A claim of the paper that this run does **not** test, and why (a block the tier does
+    not run, a model the book cannot build, a size that is not comparable). Recorded
+    (metric ``untested``) so that each chapter page lists, from the records, what its tally
+    does not cover; it carries no verdict and counts in no tally."""
+    from IPython.display import Markdown
+
+    from robattr import results
+
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("an untested claim needs its text")
+    if not isinstance(why, str) or not why.strip():
+        raise ValueError("an untested claim needs the reason it is not tested")
+    place = _place(place)
+    results.record("untested", 0, text=text.strip(), why=why.strip(), place=place or "")
+    where = f" ({place})" if place else ""
+    return Markdown(f"*Not tested here{where}:* {_shown(text.strip())} {_shown(why.strip())}")
