@@ -570,7 +570,7 @@ def test_verdicts_page_tallies_statements_and_claims_apart_and_nothing_else(tmp_
                       ("joo2023/u", "a claim of an unchanged notebook"): "holds",
                       ("joo2023/u", "an old demonstration"): "does not hold"},
            "kinds": {("joo2023/u", "an old demonstration"): "demonstration"}}
-    lines, kinds_ = verdicts_page._reference_tallied(ref, kinds)
+    lines, kinds_ = verdicts_page.reference_tallied(ref, kinds)
     assert lines == {("wang2020/t", "Thm 2 as printed"): "does not hold",
                      ("joo2023/u", "a claim of an unchanged notebook"): "holds"}
     assert kinds_[("wang2020/t", "Thm 2 as printed")] == "statement"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["TALLY_COLUMNS", "tallies", "tally_lines", "chapter_tally", "all_tallies",
-           "collect_untested"]
+           "recorded", "collect_untested", "reference_tallied"]
 
 
 #: the columns of a paper's two tallies: statements as printed, then empirical claims
@@ -66,10 +66,10 @@ def tally_lines(counts: dict[str, dict[tuple[str, str], int]], chapters,
     return lines + [""]
 
 
-def collect_untested(book_dir: Path):
-    """Every claim a notebook of this build says it does not test
-    (:func:`robattr.papers.untested`): a frame with ``chapter``, ``key``, ``text``, ``why``,
-    ``place``, in notebook order."""
+def recorded(book_dir: Path, metric: str, cols: list[str]):
+    """The rows of ``metric`` recorded under ``book_dir`` (every ``*.results.csv`` but the
+    HTML build's), with the notebook ``key`` and ``chapter`` and the label columns ``cols``
+    (empty where a row has none), in notebook order."""
     import pandas as pd
 
     from robattr import results
@@ -79,20 +79,43 @@ def collect_untested(book_dir: Path):
         if "_build" in csv.parts:
             continue
         df = results.read(csv)
-        if "metric" not in df or not (df["metric"] == "untested").any():
+        if "metric" not in df or not (df["metric"] == metric).any():
             continue
-        df = df[df["metric"] == "untested"].copy()
+        df = df[df["metric"] == metric].copy()
         key = csv.relative_to(book_dir).as_posix().removesuffix(".results.csv")
         df["key"], df["chapter"] = key, key.split("/")[0]
         frames.append(df)
-    cols = ["chapter", "key", "text", "why", "place"]
+    cols = ["chapter", "key", *cols]
     if not frames:
         return pd.DataFrame(columns=cols)
     out = pd.concat(frames, ignore_index=True)
     for c in cols:
         if c not in out:
             out[c] = ""
-    return out[cols].fillna("").drop_duplicates(["key", "text"])
+    return out[cols].fillna("")
+
+
+def collect_untested(book_dir: Path):
+    """Every claim a notebook of this build says it does not test
+    (:func:`robattr.papers.untested`): ``chapter``, ``key``, ``text``, ``why``, ``place``."""
+    return recorded(book_dir, "untested", ["text", "why", "place"]).drop_duplicates(["key", "text"])
+
+
+def reference_tallied(ref: dict, kinds_of: dict) -> tuple[dict, dict]:
+    """A kept reference's tallied lines and their kinds: a line this build records takes
+    this build's kind; a line of a notebook unchanged since the reference (fresh) keeps its
+    recorded kind; a line of a changed (stale) notebook that this build no longer records is
+    left out, so that a claim the notebook dropped or rewrote is not credited."""
+    from robattr.papers import TALLIED
+
+    lines, kinds = {}, {}
+    for k, verdict in ref["claims"].items():
+        own = ref.get("kinds", {}).get(k, "claim")
+        kind = kinds_of.get(k) or (("claim" if own in ("", "nan") else own)
+                                   if ref["status"].get(k[0]) == "fresh" else None)
+        if kind in TALLIED:
+            lines[k], kinds[k] = verdict, kind
+    return lines, kinds
 
 
 def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],

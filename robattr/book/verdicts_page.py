@@ -22,8 +22,8 @@ import re
 from pathlib import Path
 
 from robattr.book.stamps import read_stamps
-from robattr.book.tallies import (all_tallies, chapter_tally, collect_untested, tallies,
-                                  tally_lines)
+from robattr.book.tallies import (all_tallies, chapter_tally, collect_untested, recorded,
+                                  reference_tallied, tallies, tally_lines)
 from robattr.reader import (PAPER_KEYS, metric_name, paper_keys,  # noqa: F401 (re-exported)
                             reader_text, typeset)
 
@@ -46,30 +46,8 @@ _GROUPS = {"crosspaper": "Across the papers (the cross-paper matrix)",
 def collect(book_dir: Path):
     """Every recorded claim under ``book_dir`` as a DataFrame (one row per claim, with the
     notebook ``key`` and the ``chapter``), in notebook order."""
-    import pandas as pd
-
-    from robattr import results
-
-    frames = []
-    for csv in sorted(Path(book_dir).rglob("*.results.csv")):
-        if "_build" in csv.parts:
-            continue
-        df = results.read(csv)
-        if "metric" not in df or not (df["metric"] == "claim").any():
-            continue
-        df = df[df["metric"] == "claim"].copy()
-        key = csv.relative_to(book_dir).as_posix().removesuffix(".results.csv")
-        df["key"], df["chapter"] = key, key.split("/")[0]
-        frames.append(df)
-    cols = ["chapter", "key", "kind", "text", "verdict", "rule", "scale", "evidence", "anchor",
-            "erratum", "place", "of"]
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    out = pd.concat(frames, ignore_index=True)
-    for c in cols:
-        if c not in out:
-            out[c] = ""
-    out = out[cols].fillna("")
+    out = recorded(book_dir, "claim", ["kind", "text", "verdict", "rule", "scale", "evidence",
+                                       "anchor", "erratum", "place", "of"])
     out.loc[out["kind"] == "", "kind"] = "claim"      # recorded before kinds existed
     return out
 
@@ -104,23 +82,6 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
         out[name] = {"claims": claims, "detail": detail, "status": status, "kinds": kinds,
                      "prov": reference.provenance(root, name)}
     return out
-
-
-def _reference_tallied(ref: dict, kinds_of: dict) -> tuple[dict, dict]:
-    """A kept reference's tallied lines and their kinds: a line this build records takes
-    this build's kind; a line of a notebook unchanged since the reference (fresh) keeps its
-    recorded kind; a line of a changed (stale) notebook that this build no longer records is
-    left out, so that a claim the notebook dropped or rewrote is not credited."""
-    from robattr.papers import TALLIED
-
-    lines, kinds = {}, {}
-    for k, verdict in ref["claims"].items():
-        own = ref.get("kinds", {}).get(k, "claim")
-        kind = kinds_of.get(k) or (("claim" if own in ("", "nan") else own)
-                                   if ref["status"].get(k[0]) == "fresh" else None)
-        if kind in TALLIED:
-            lines[k], kinds[k] = verdict, kind
-    return lines, kinds
 
 
 def _reference_parts(ref: dict, key: str, text: str, scale: str = "") -> tuple[str, str]:
@@ -581,7 +542,7 @@ def write(root: Path, log=print) -> Path:
         lines.append("")
     counts = tallies(everything) if not everything.empty else {}
     kinds_of = {(r["key"], r["text"]): r["kind"] for _, r in everything.iterrows()}
-    ref_counts = {name: tallies(*_reference_tallied(ref, kinds_of)) for name, ref in refs.items()}
+    ref_counts = {name: tallies(*reference_tallied(ref, kinds_of)) for name, ref in refs.items()}
     if refs:
         lines += ["## Each paper's tallies in the kept references", "",
                   "A kept reference's verdicts, read with this build's kind of each line (a "
