@@ -260,3 +260,46 @@ def test_combine_rule_text_says_what_verdicts_combine_does():
         assert verdicts.combine(parts).verdict == expected
 
 
+
+
+def _auc_frame(training, attacked, random, metric="k-in"):
+    """A per-image AUC frame of one cell: ``attacked`` and ``random`` values per image."""
+    rows = [dict(training=training, attack="TopK", method="SM", metric=metric, image=i,
+                 source=src, value=float(v))
+            for src, vals in (("attack", attacked), ("random", random)) for i, v in enumerate(vals)]
+    return pd.DataFrame(rows)
+
+
+def test_the_seed_rule_on_000s_cells():
+    """A cell where the trained model beats the natural one by less than natural training's
+    own seed-to-seed spread is inconclusive; by more, it keeps its verdict."""
+    rng = np.random.default_rng(0)
+    n = 40
+    nat = rng.uniform(0.2, 0.4, n)                       # the natural model's attacked k-in
+    frame = pd.concat([_auc_frame("Natural", nat, nat + 0.5),     # the attack works on it
+                       _auc_frame("AT", nat + 0.05, nat + 0.5)])
+    cell = dict(attack="TopK", method="SM", metric="k-in")
+    plain = wang2020.cell_verdict(frame, "training", "AT", "Natural", "AT − natural", **cell)
+    assert plain.verdict == "holds"
+    seeds = [_auc_frame("Natural", nat + d, nat + 0.5) for d in (0.0, 0.1, -0.1)]
+    spread = wang2020.seed_spreads(seeds)
+    assert spread[("TopK", "SM", "k-in")] == pytest.approx(0.1)
+    v = wang2020.seeded_cell_verdict(frame, "training", "AT", "Natural", "AT − natural", spread, 3,
+                                     **cell)
+    assert v.verdict == "inconclusive" and "one model per method" in v.rule
+    small = wang2020.seed_spreads([_auc_frame("Natural", nat + d, nat) for d in (0, .01, -.01)])
+    kept = wang2020.seeded_cell_verdict(frame, "training", "AT", "Natural", "AT − natural", small,
+                                        3, **cell)
+    assert kept.verdict == "holds"
+    assert wang2020.seeded_cell_verdict(frame, "training", "AT", "Natural", "AT − natural", None, 3,
+                                        **cell) == plain
+
+
+def test_models_at_seeds_refuse_too_few_seeds_or_a_seed_argument():
+    from robattr.seeds import at_seeds, spreads
+
+    with pytest.raises(ValueError, match="n_seeds"):
+        at_seeds("digits", "mlp", "ce", 2, None)
+    with pytest.raises(ValueError, match="do not pass seed"):
+        at_seeds("digits", "mlp", "ce", 3, None, seed=4)
+    assert spreads({"c": [1.0, 2.0, 3.0]}) == {"c": pytest.approx(1.0)}

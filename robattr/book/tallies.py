@@ -147,7 +147,7 @@ def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
                   "notebooks name as untested, and why.", ""]
         for _, r in mine.iterrows():
             place = f" ({r['place']})" if r["place"] else ""
-            lines.append(f"- {reader_text(r['text'], chapter)}{place}: {reader_text(r['why'], chapter)} "
+            lines.append(f"- {reader_text(r['text'].rstrip('.'), chapter)}{place}: {reader_text(r['why'], chapter)} "
                          f"({{doc}}`{r['key'].split('/')[-1]} <{r['key'].split('/')[-1]}>`)")
     path.write_text("\n".join([text, "", *lines, ""]))
 

@@ -105,10 +105,10 @@ def gap(a, b=0.0, *, higher_is_better: bool = True, level: float = 0.95,
 
 #: :func:`combine`'s rule in words, clause by clause (the notebooks quote it).
 COMBINE_RULE = ("every part holds: holds; every part goes the other way: does not hold; "
-                "more than half within the noise (inconclusive or not comparable): "
+                "at least half within the noise (inconclusive or not comparable): "
                 "inconclusive; parts that go both ways, or that hold only partly: holds "
                 "partly (mixed, with the count each way); otherwise the decided parts all go "
-                "one way and make at least half: that way, with the parts left in the noise "
+                "one way and make more than half: that way, with the parts left in the noise "
                 "counted")
 
 
@@ -147,11 +147,11 @@ def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
     the verdict (:data:`COMBINE_RULE`).
 
     * holds: every part holds; does not hold: every part goes the other way;
-    * inconclusive: more than half of the parts are inconclusive or not comparable;
+    * inconclusive: at least half of the parts are inconclusive or not comparable;
     * holds partly (*mixed*): some parts hold and some go the other way, or some part
       itself holds only partly; the rule names how many go each way;
     * otherwise every decided part goes one way (holds, or does not hold) and the decided
-      parts make at least half: that way, with the undecided parts counted in the rule.
+      parts make more than half: that way, with the undecided parts counted in the rule.
     """
     verdicts = list(verdicts)
     if not verdicts or not all(isinstance(v, Verdict) for v in verdicts):
@@ -168,8 +168,9 @@ def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
         return Verdict("holds", f"{tally}: every {_singular(what)} holds")
     if failed == n:
         return Verdict("does not hold", f"{tally}: every {_singular(what)} goes the other way")
-    if noise > n / 2:
-        return Verdict("inconclusive", f"{tally}: most {what} are within the noise")
+    if noise >= n / 2:
+        return Verdict("inconclusive", f"{tally}: at least half of the {what} are within the "
+                       "noise")
     if (held and failed) or partly:
         return Verdict("holds partly", f"{tally}: mixed, the {what} go both ways")
     if held:

@@ -8,25 +8,12 @@ the same images with the same protocol (:func:`robattr.verdicts.beyond_seeds`).
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-__all__ = ["SEED_CELLS", "ce_at_seeds", "seed_cells", "spreads"]
+__all__ = ["SEED_CELLS", "seed_cells"]
 
 #: the cells whose spread is measured: the ones Table 1's claims compare
 SEED_CELLS = (("Grad", "RPS"), ("xGrad", "RPS"), ("Grad", "A-Ins"), ("", "accuracy"))
-
-
-def ce_at_seeds(dataset: str, arch: str, n_seeds: int, first, common: dict) -> list:
-    """``n_seeds`` CE models trained alike but for the seed: ``first`` (seed 0, the CE
-    model of the table) and the zoo's CE models at seeds 1 … n_seeds − 1."""
-    from robattr import zoo
-    from robattr.verdicts import MIN_SEEDS
-
-    if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or n_seeds < MIN_SEEDS:
-        raise ValueError(f"n_seeds must be an integer >= {MIN_SEEDS}, got {n_seeds!r}")
-    return [first] + [zoo.get_model(dataset, arch, "ce", seed=s, **common)
-                      for s in range(1, int(n_seeds))]
 
 
 def seed_cells(models, X, Y, methods: dict, *, rps_eps: float, rps_samples: int, clamp,
@@ -50,10 +37,3 @@ def seed_cells(models, X, Y, methods: dict, *, rps_eps: float, rps_samples: int,
         out["Grad", "A-Ins"].append(100 * float(ains.mean.mean()))
         out["", "accuracy"].append(100 * float(m.zoo_meta["test_acc"]))
     return out
-
-
-def spreads(cells: dict[tuple[str, str], list[float]]) -> dict[tuple[str, str], float]:
-    """The seed-to-seed spread of each cell (:func:`robattr.verdicts.seed_spread`)."""
-    from robattr.verdicts import seed_spread
-
-    return {c: seed_spread(np.asarray(v, dtype=float)) for c, v in cells.items()}

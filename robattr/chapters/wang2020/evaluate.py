@@ -31,8 +31,9 @@ from robattr import verdicts
 from robattr.attack_protocol import ROBUST_DIRECTION_000
 
 __all__ = ["ATTACK_LABELS", "protocol_methods", "attack_curves", "mean_curves", "image_auc",
-           "cell_values", "cell_verdict", "smoothed_vs_gradient", "pairs_evidence", "COMBINE_RULE",
-           "no_attack_kin", "more_robust_000"]
+           "cell_values", "cell_verdict", "seeded_cell_verdict", "seed_spreads",
+           "smoothed_vs_gradient", "pairs_evidence", "COMBINE_RULE", "no_attack_kin",
+           "more_robust_000"]
 
 #: The attacks' names in the tables.
 ATTACK_LABELS = {"topk": "TopK", "manipulate": "Manipulate", "mass_center": "Mass center (on SM)"}
@@ -191,6 +192,36 @@ def smoothed_vs_gradient(frame: pd.DataFrame, cells: Sequence[dict]):
 
 #: How :func:`robattr.verdicts.combine` turns parts (cells, pairs, images) into one verdict,
 #: in the words a claim's evidence uses.
+def seeded_cell_verdict(frame: pd.DataFrame, key: str, a, b, what: str, spread: dict | None,
+                        n_seeds: int, **cell):
+    """:func:`cell_verdict` for a comparison of two **training methods** (one model each),
+    then the seed rule (:func:`robattr.verdicts.beyond_seeds`) against the cell's
+    seed-to-seed spread ``spread[(attack, method, metric)]`` (:func:`seed_spreads`; keyed by
+    the cell's values in that order, the ones it names). Without a spread for the cell, the
+    cell verdict as it is."""
+    v = cell_verdict(frame, key, a, b, what, **cell)
+    name = tuple(cell[c] for c in ("attack", "method", "metric") if c in cell)
+    if not spread or name not in spread:
+        return v
+    sign = ROBUST_DIRECTION_000[cell["metric"]]
+    diff = sign * (cell_values(frame, **{key: a}, **cell).mean()
+                   - cell_values(frame, **{key: b}, **cell).mean())
+    return verdicts.beyond_seeds(v, float(diff), spread[name], n_seeds=n_seeds,
+                                 what=f"{what} {cell['metric']} AUC")
+
+
+def seed_spreads(frames: Sequence[pd.DataFrame], on: Sequence[str] = ("attack", "method",
+                                                                       "metric")) -> dict:
+    """The seed-to-seed spread of each cell's mean attacked AUC: ``frames`` are the per-image
+    AUC frames (:func:`image_auc`) of one model trained at several seeds; the result maps
+    each cell (its values of ``on``) to the standard deviation of its mean over the seeds."""
+    from robattr.seeds import spreads
+
+    means = [f[f.source == "attack"].groupby(list(on))["value"].mean() for f in frames]
+    cells = sorted(set.intersection(*(set(m.index) for m in means)))
+    return spreads({c: [float(m[c]) for m in means] for c in cells})
+
+
 #: verdicts.combine's rule in words (one rule for cells into pairs and pairs into a claim)
 COMBINE_RULE = verdicts.COMBINE_RULE
 

@@ -60,15 +60,16 @@ def _table3_4_models(p):
              spec(d, a, "at", epochs=e, norm="l2", eps=at_eps, steps=7, step_size=at_eps / 4),
              spec(d, a, "ig_norm", epochs=p["epochs_ig_norm"], gamma=float(p["ig_norm_gamma"]),
                   **ig_batch)]
+    seeds = [spec(d, a, "ce", epochs=e, seed=s) for s in range(1, p["natural_seeds"])]
     return fixed + [spec(d, a, "ssr", epochs=e, ssr_beta=float(b), scale=float(p["ssr_scale"]))
-                    for b in p["betas"]]
+                    for b in p["betas"]] + seeds
 
 
 def _table3_4_work(p):
     fam, n = family(p["dataset"], p["arch"]), p["n_eval"]
     m = _methods_000(p)
     out = []
-    for _ in range(4):
+    for _ in range(4 + p["natural_seeds"] - 1):     # the four models, natural at the other seeds
         out += protocol_000(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             surrogate=True, random_baseline=True, eval_rows={"x": 1})
     for _ in p["betas"]:
@@ -95,6 +96,10 @@ def _table5_6_models(p):
            spec(d, a, "at", epochs=p["epochs"], norm="linf", eps=at_eps, steps=p["at_steps"],
                 step_size=at_eps / 4),
            spec(d, a, "ce", epochs=p["fig7_epochs"])]
+    seeds = range(1, p["natural_seeds"])          # natural training at the other seeds
+    out += [] if p.get("imagenet_weights") else [spec(d, a, "ce", epochs=p["epochs"], seed=s)
+                                                 for s in seeds]
+    out += [spec(d, a, "ce", epochs=p["fig7_epochs"], seed=s) for s in seeds]
     return out + [spec(d, a, "at", epochs=p["fig7_epochs"], norm="l2", eps=e / 255,
                        steps=p["at_steps"], step_size=e / 255 / 4) for e in p["fig7_eps_255"]]
 
@@ -108,6 +113,13 @@ def _table5_6_work(p):
         out += protocol_000(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             eval_rows={"x": 1}, **proto)
         out.append(grads(fam, n, sum(m.values()), what="no-attack k-in"))
+    n_other = p["natural_seeds"] - 1                               # natural at the other seeds
+    for _ in range(0 if p.get("imagenet_weights") else n_other):  # Table 5's cells
+        out += protocol_000(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
+                            eval_rows={"x": 1}, **proto)
+    for _ in range(n_other):                                       # Fig. 7's cells
+        out += protocol_000(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk", "manipulate"),
+                            **proto)
     out += protocol_000(fam, nt, p["eps_255"], p["steps"], {"SM": 1}, ("mass_center",),
                         eval_rows=m, **proto)                     # Table 6
     for _ in range(1 + len(p["fig7_eps_255"])):                    # Fig. 7
