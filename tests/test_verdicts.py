@@ -337,7 +337,7 @@ def test_models_fit_makes_a_comparison_on_unfit_models_not_comparable():
 def test_a_sample_too_small_for_its_share_is_flagged_before_the_run():
     need = verdicts.share_cases_needed(0.99)
     note = verdicts.underpowered(96, 0.99, claim="Table 6's claim")
-    assert note.startswith("Underpowered: Table 6's claim rests on 96 distinct images")
+    assert note.startswith("Underpowered: Table 6's claim (on 96 distinct images)")
     assert f"at least {need}" in note
     assert verdicts.underpowered(need, 0.99) is None
     # and the rule agrees: with that many images all passing, the share is confirmed

@@ -291,9 +291,9 @@ def underpowered(n: int, at_least: float, *, claim: str = "the claim",
     if need is not None and n >= need:
         return None
     how = f"at least {need}" if need else "a count of violations (verdicts.exact) instead"
-    return (f"Underpowered: {claim} rests on {int(n)} {unit}, and a share of "
-            f"{_fmt(at_least)} needs {how} to be confirmed even if every case passed, so its "
-            "verdict can be at most inconclusive.")
+    return (f"Underpowered: {claim} (on {int(n)} {unit}): a share of {_fmt(at_least)} needs "
+            f"{how} to be confirmed even if every case passed, so the verdict can be at most "
+            "inconclusive.")
 
 
 def share_clustered(hits, groups, *, at_least: float, level: float = 0.95,

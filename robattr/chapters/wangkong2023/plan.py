@@ -50,7 +50,8 @@ def _tables_bounds_models(p):
 
     blocks = [get(name, b["dataset"]) for b in _t78(p) for name in p["models"]]
     rest = list(p["table6_models"]) + list(p["t910_models"]) + ["ig_norm"]
-    return blocks + [get(name, p["dataset"]) for name in rest]
+    seeds = [{**get("ce", p["dataset"]), "seed": s} for s in range(1, p["t910_seeds"])]
+    return blocks + [get(name, p["dataset"]) for name in rest] + seeds
 
 
 def _tables_bounds_data(p):
@@ -86,6 +87,9 @@ def _tables_bounds_work(p):
                         for nm in ("l2", "linf"))
     for _ in dict.fromkeys(p["t910_models"]):
         out += flat(bounds(d, p["t910_n_eval"], rows, nm) for nm in ("l2", "linf"))
+    for _ in range(1, p["t910_seeds"]):                # CE at the other seeds: the bounds only
+        out += flat(bounds_001(family(d, p["arch"]), d, p["t910_n_eval"], rows, nm, 1, 1)
+                    for nm in ("l2", "linf"))
     out += flat(bounds(d, 8, p["ig_steps"], "l2") for _ in range(2))
     n_term = min(256, TEST_SIZES.get(d, 256))          # AdvAAT's and ART's objective at the trained model
     steps = {"advaat": 7 + 2, "iga": 2 * (3 + 1) + 1}   # the losses' default attack steps (robattr.cost.step_passes)
