@@ -118,6 +118,12 @@ def reference_tallied(ref: dict, kinds_of: dict) -> tuple[dict, dict]:
     return lines, kinds
 
 
+def _stale(ref: dict, chapter: str) -> str:
+    """" (stale)" when a notebook of ``chapter`` changed after the reference was made."""
+    keys = [k for k, v in ref.get("status", {}).items() if k.split("/")[0] == chapter]
+    return " (stale)" if any(ref["status"][k] == "stale" for k in keys) else ""
+
+
 def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
                   ref_counts: dict[str, dict], untested=None) -> None:
     """``book/<chapter>/tally.md``: the paper's two tallies in this build and in each kept
@@ -129,7 +135,8 @@ def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
              "claims: hold | partly | do not hold | inconclusive | not comparable |",
              "|---|" + "---|" * 8]
     runs = [("this build", counts.get(chapter))] + [
-        (f"{name} reference", ref_counts[name].get(chapter)) for name in refs]
+        (f"{name} reference{_stale(ref, chapter)}", ref_counts[name].get(chapter))
+        for name, ref in refs.items()]
     for name, row in runs:
         if row:
             lines.append(f"| {name} | " + " | ".join(str(row[c]) for c in TALLY_COLUMNS) + " |")
@@ -162,5 +169,9 @@ def all_tallies(root: Path, counts: dict, refs: dict[str, dict], ref_counts: dic
         return
     lines = ["**This build.**", "", *tally_lines(counts, list(CITATIONS))]
     for name in refs:
-        lines += [f"**The {name} reference.**", "", *tally_lines(ref_counts[name], list(CITATIONS))]
+        stale = [c for c in CITATIONS if _stale(refs[name], c)]
+        note = (f" Stale for {', '.join(stale)}: made before those notebooks changed."
+                if stale else "")
+        lines += [f"**The {name} reference.**{note}", "",
+                  *tally_lines(ref_counts[name], list(CITATIONS))]
     path.write_text("\n".join(lines))
