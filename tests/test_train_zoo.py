@@ -14,6 +14,7 @@ from torch import nn
 
 from robattr import data, train, utils, zoo
 from robattr.models import build
+from robattr.zoo import lock as zoo_lock
 from robattr.train import LOSSES, CrossEntropy, Loss, evaluate, fit, make_loss, register_loss
 
 FAST = dict(epochs=2, batch_size=128)  # a digits mlp in ~0.1 s
@@ -432,7 +433,7 @@ def test_lock_whose_pid_now_runs_a_later_process_is_taken_over(cache, fit_calls)
     cache.mkdir(parents=True, exist_ok=True)
     lock = cache / f"{zoo._key(cfg)}.lock"
     lock.write_text(f"{platform.node()} {os.getpid()} {utils.process_start(os.getpid()) - 60}\n")
-    assert zoo._lock_owner_gone(lock)
+    assert zoo_lock._lock_owner_gone(lock)
     zoo.get_model("digits", "mlp", progress=False, **FAST)
     assert len(fit_calls) == 1 and not lock.exists()
 
@@ -444,7 +445,7 @@ def test_lock_of_a_live_process_is_kept(cache):
     cache.mkdir(parents=True, exist_ok=True)
     lock = cache / "held.lock"
     lock.write_text(f"{platform.node()} {os.getpid()} {time.time()}\n")
-    assert not zoo._lock_owner_gone(lock)
+    assert not zoo_lock._lock_owner_gone(lock)
     start = utils.process_start(os.getpid())
     # the parse reads this test process's start: before now, and within the test run
     assert start is None or time.time() - 6 * 3600 < start <= time.time() + 2
@@ -488,3 +489,50 @@ def test_ig_norm_trains_at_000s_batch_unless_told_otherwise():
     assert zoo.config("digits", "cnn", "ce")["batch_size"] == zoo.DEFAULTS["batch_size"] == 64
     with pytest.raises(ValueError):
         zoo.config("digits", "cnn", "ig_norm", batch_size=0)
+
+
+# --------------------------------------------------------------------------- resuming
+def test_an_interrupted_training_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
+    """A zoo training stopped after an epoch is listed as partly trained, goes on from its
+    checkpoint when the model is asked for again, and stores the weights an uninterrupted
+    training stores; its checkpoint is gone afterwards."""
+    from robattr.train import checkpoint as ckpt_mod
+
+    args = dict(epochs=3, batch_size=128, progress=False, device="cpu")
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "whole"))
+    whole = zoo.get_model("digits", "cnn", "at", **args)
+
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cut"))
+    monkeypatch.setattr(zoo, "CHECKPOINT_SECONDS", 0.0)
+    real_save = ckpt_mod.FileCheckpoint.save
+
+    class Stop(Exception):
+        pass
+
+    def save_then_stop(self, state):
+        real_save(self, state)
+        if state["epoch"] == 1:
+            raise Stop
+
+    monkeypatch.setattr(ckpt_mod.FileCheckpoint, "save", save_then_stop)
+    with pytest.raises(Stop):
+        zoo.get_model("digits", "cnn", "at", **args)
+    monkeypatch.setattr(ckpt_mod.FileCheckpoint, "save", real_save)
+    (part,) = zoo.partly_trained()
+    key = zoo.config_hash("digits", "cnn", "at", epochs=3, batch_size=128)
+    assert (part["key"], part["epochs_done"], part["epochs"]) == (key, 1, 3)
+    assert zoo.info("digits", "cnn", "at", epochs=3, batch_size=128) is None
+
+    resumed = zoo.get_model("digits", "cnn", "at", **args)
+    assert resumed.zoo_meta["resumed_after_epoch"] == 1
+    assert whole.zoo_meta["resumed_after_epoch"] == 0
+    for (k, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert resumed.zoo_meta["history"]["loss"] == whole.zoo_meta["history"]["loss"]
+    assert zoo.partly_trained() == []
+    assert not list(zoo.zoo_dir().glob("*.ckpt*"))
+
+
+def test_short_trainings_write_no_checkpoint(cache):
+    zoo.get_model("digits", "mlp", progress=False, **FAST)
+    assert not list(cache.glob("*.ckpt*"))

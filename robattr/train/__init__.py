@@ -10,7 +10,8 @@
 against, ``atex`` (Tang et al. 2022), ``iga`` (Singh et al. 2020; 001's "ART") and
 ``advaat`` (Ivankay et al. 2020); :mod:`robattr.train.trainer` holds
 :func:`fit` (with per-epoch timings and the peak memory of the run), :func:`evaluate`
-and :class:`History`.
+and :class:`History`; :mod:`robattr.train.checkpoint` the checkpoints that let
+:func:`fit` stop after any epoch and go on (:class:`FileCheckpoint`).
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from robattr.train.losses import (ATEX, IGA, LOSSES, RESERVED_HPARAMS, SSR, TRAD
                                   AdversarialTraining, CrossEntropy, GradCosd, GradL2, GradL2Cosd,
                                   HessianNorm, IGNorm, IGR, Loss, has_relu, make_loss,
                                   register_loss)
+from robattr.train.checkpoint import Checkpoint, CheckpointWarning, FileCheckpoint
 from robattr.train.trainer import OPTIMIZERS, History, SavedTensorPeak, evaluate, fit
 
 __all__ = [
     "Loss", "CrossEntropy", "LOSSES", "RESERVED_HPARAMS", "register_loss", "make_loss", "History",
     "fit", "evaluate", "OPTIMIZERS", "SavedTensorPeak", "AdversarialTraining", "TRADES", "IGNorm",
     "IGR", "SSR", "HessianNorm", "GradL2", "GradCosd", "GradL2Cosd", "ATEX", "IGA", "AdvAAT",
-    "has_relu",
+    "has_relu", "Checkpoint", "FileCheckpoint", "CheckpointWarning",
 ]

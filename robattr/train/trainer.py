@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from robattr.memory import SavedTensorPeak
+from robattr.train.checkpoint import Checkpoint, rng_state, set_rng_state
 from robattr.train.losses import Loss, make_loss
 from robattr.utils import get_device, seed_everything
 
@@ -121,7 +122,7 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
         weight_decay: float = 0.0, milestones: list[int] | None = None, seed: int = 0,
         device: str | torch.device = "auto", progress: bool = True,
         measure_memory: bool = True, augment: str = "none",
-        schedule: str = "step") -> History:
+        schedule: str = "step", checkpoint: Checkpoint | None = None) -> History:
     """Train ``model`` in place on ``train_set`` and return its :class:`History`.
 
     ``train_set`` is a Dataset of ``(x, y)`` or a tuple of tensors ``(X, y)``. A set held
@@ -137,6 +138,13 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
     (shuffling and augmentation included); full precision (no AMP). One tqdm bar over all
     batches unless ``progress=False``. ``measure_memory`` records the peak memory (module
     docstring). The model ends on ``device`` in eval mode.
+
+    ``checkpoint`` (a :class:`~robattr.train.checkpoint.Checkpoint`, e.g. a
+    :class:`~robattr.train.checkpoint.FileCheckpoint`) keeps the whole state of the run
+    after every epoch, and a run that finds a saved state there goes on from it: the
+    model, optimizer, schedule, history and random generators are restored, so it ends
+    where an uninterrupted run ends. Call it again with the same arguments and a fresh
+    ``model``; the history it returns covers every epoch.
     """
     from robattr.train.batches import (check_augment, check_schedule, device_batches,
                                        make_scheduler)
@@ -167,16 +175,23 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
     hist = History()
     probe = SavedTensorPeak(exclude=model.parameters()) if measure_memory else None
     state_bytes = 0
+    start = 0
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is not None:
+        start, state_bytes = _restore(saved, model, opt, sched, hist, dl, epochs)
+        if start > 0:
+            probe = None            # the first step, which it measures, is behind us
     if measure_memory and dev.type == "cuda":
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
 
     from tqdm import tqdm
 
-    bar = tqdm(total=epochs * len(dl), disable=not progress, unit="batch", leave=False,
-               desc=f"{loss_fn.name} 1/{epochs}", dynamic_ncols=True)
+    bar = tqdm(total=epochs * len(dl), initial=start * len(dl), disable=not progress,
+               unit="batch", leave=False, desc=f"{loss_fn.name} {start + 1}/{epochs}",
+               dynamic_ncols=True)
     try:
-        for epoch in range(epochs):
+        for epoch in range(start, epochs):
             bar.set_description(f"{loss_fn.name} {epoch + 1}/{epochs}")
             model.train()
             t0 = time.perf_counter()
@@ -197,6 +212,7 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
                     sched.step()
                 if first:
                     state_bytes = _state_bytes(model, opt)
+                    hist.saved_tensor_peak_bytes = int(probe.peak_bytes)
                 b = len(y)
                 n += b
                 for k, v in {"loss": value.detach(), **logs}.items():
@@ -217,11 +233,12 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
             bar.set_postfix(loss=f"{hist.loss[-1]:.4f}", acc=f"{hist.train_acc[-1]:.3f}")
             if sched is not None and not per_step:
                 sched.step()
+            if checkpoint is not None:
+                checkpoint.save(_capture(epoch + 1, model, opt, sched, hist, dl, state_bytes))
     finally:
         bar.close()
         model.eval()
-    if probe is not None:
-        hist.saved_tensor_peak_bytes = int(probe.peak_bytes)
+    if hist.saved_tensor_peak_bytes is not None:
         if dev.type == "cuda":
             hist.peak_memory_bytes = int(torch.cuda.max_memory_allocated(dev))
             hist.memory_measure = "torch.cuda.max_memory_allocated (whole run)"
@@ -230,6 +247,39 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
             hist.memory_measure = ("peak activation bytes held by autograd (first step) "
                                    "+ parameters, gradients and optimizer state")
     return hist
+
+
+# --------------------------------------------------------------------------- checkpoints
+_HISTORY_FIELDS = ("loss", "train_acc", "seconds", "lr", "logs")
+
+
+def _capture(epochs_done: int, model, opt, sched, hist: History, dl, state_bytes: int) -> dict:
+    """The whole state of a run after ``epochs_done`` epochs (robattr.train.checkpoint)."""
+    return {"epoch": epochs_done,
+            "model": {k: v.detach().to("cpu") for k, v in model.state_dict().items()},
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict() if sched is not None else None,
+            "history": {f: list(getattr(hist, f)) for f in _HISTORY_FIELDS},
+            "saved_tensor_peak_bytes": hist.saved_tensor_peak_bytes,
+            "state_bytes": int(state_bytes),
+            "rng": rng_state(getattr(dl, "generator", None))}
+
+
+def _restore(saved: dict, model, opt, sched, hist: History, dl, epochs: int) -> tuple[int, int]:
+    """Load a captured state into the run; ``(epochs done, state bytes)``."""
+    done = int(saved["epoch"])
+    if not 0 <= done <= epochs:
+        raise ValueError(f"the checkpoint holds {done} epochs, more than the {epochs} asked "
+                         "for; clear it or train for as many epochs")
+    model.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["optimizer"])
+    if sched is not None and saved["scheduler"] is not None:
+        sched.load_state_dict(saved["scheduler"])
+    for f in _HISTORY_FIELDS:
+        setattr(hist, f, list(saved["history"][f]))
+    hist.saved_tensor_peak_bytes = saved["saved_tensor_peak_bytes"]
+    set_rng_state(saved["rng"], getattr(dl, "generator", None))
+    return done, int(saved["state_bytes"])
 
 
 @torch.no_grad()
