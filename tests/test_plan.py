@@ -566,3 +566,44 @@ def test_atex_teacher_key_is_the_ce_model_the_profile_trains():
     atex = [c for c in cfgs if c["method"] == "atex" and c["arch"] == params["arch"]]
     assert len(ce) == 1 and len(atex) == 1 and ce[0].get("augment") == "crop+flip"
     assert atex[0]["loss"]["teacher"] == zoo._key(ce[0])
+
+
+# ------------------------------------------------------------------ partly trained, robattr train
+def test_plan_counts_only_the_epochs_a_checkpoint_does_not_hold(fake_costs):
+    from robattr.zoo import store
+
+    whole = plan.plan(ROOT, "quick", only="example/digits_saliency").notebooks[0].models[0]
+    cfg = whole.config
+    store.checkpoint(whole.key, cfg).write({"epoch": 2})
+    part = plan.plan(ROOT, "quick", only="example/digits_saliency")
+    m = part.notebooks[0].models[0]
+    assert (m.status, m.epochs_done) == ("train", 2)
+    assert m.steps * cfg["epochs"] == whole.steps * (cfg["epochs"] - 2)
+    assert f"(partly trained: 2 of {cfg['epochs']} epochs done)" in plan.format_table(part, True)
+    (listed,) = zoo.partly_trained()
+    assert (listed["key"], listed["epochs_done"], listed["config"]) == (whole.key, 2, cfg)
+
+
+def test_robattr_train_trains_what_the_notebooks_ask_for(tmp_path, monkeypatch, capsys):
+    from robattr.book import pretrain
+
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
+    only = "example/digits_saliency"
+    (todo,) = pretrain.pending(ROOT, "smoke", only)
+    assert todo.config == plan.declared_models(only, smoke_params(only, "smoke"),
+                                               profiles.effective_train_size(
+                                                   profiles.load_profile("smoke"), only))[0]
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        assert cli.main(["--root", str(ROOT), "train", "--profile", "smoke", "--only", only,
+                         "--threads", "1", "--no-progress"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "1 model(s) to train" in out and "test accuracy" in out
+    assert pretrain.pending(ROOT, "smoke", only) == []
+    assert zoo.info("digits", "cnn", **{k: todo.config[k] for k in ("epochs", "lr", "seed")},
+                    batch_size=todo.config["batch_size"]) is not None
+    assert cli.main(["--root", str(ROOT), "train", "--threads", "0"]) == 2

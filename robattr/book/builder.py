@@ -48,6 +48,17 @@ class BuildReport:
         return not self.failed
 
 
+def _log_partly_trained(log, what: str) -> None:
+    """One line per zoo model whose training stopped before its last epoch."""
+    from robattr import zoo
+
+    for m in zoo.partly_trained():
+        cfg = m["config"] or {}
+        name = " ".join(str(cfg.get(k, "?")) for k in ("dataset", "arch", "method"))
+        log(f"partly trained: {name} ({m['key'][:12]}), {m['epochs_done']} of "
+            f"{m['epochs'] or '?'} epochs: {what}")
+
+
 def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
           only: str | None = None, overrides: dict[str, Any] | None = None,
           force: bool = False, html: bool = True, progress: bool = True,
@@ -101,6 +112,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     if todo:
         where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
         log(f"executing {len(todo)} notebook(s) ({profile} profile, {where})")
+        _log_partly_trained(log, "goes on from its checkpoint")
     job_list = [make_job(nb, params, prof,
                          references=_shown_references(root, nb, profile, prof, keep_reference))
                 for nb, params in todo.values()]
@@ -116,6 +128,8 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
         else:
             report.failed.append(failure)
             log(f"[{i}/{len(todo)}] FAILED: {failure}")
+    if report.failed:
+        _log_partly_trained(log, "the next build goes on from its checkpoint")
     if keep_reference:
         stamps = read_stamps(book_dir)
         for nb, params in plan:

@@ -18,6 +18,7 @@ examples:
   robattr build --profile paper --executor ray --address auto     on a running Ray cluster
   robattr sweep example/digits_saliency -p epochs 2,5,15 -p arch mlp,cnn --jobs 2
   robattr plan --profile paper                   data, models to train and time, before a build
+  robattr train --profile medium --threads 1     train its models first (in the background)
   robattr data fetch mnist cifar10               download datasets (needs a network), decode once
   robattr data list                              which datasets are present, and where
 
@@ -95,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="compare the estimates with the seconds of the book's last build "
                          "of this profile, and the training estimates with the seconds per "
                          "epoch the zoo recorded (with --models: per model)")
+    tr = sub.add_parser("train", help="train the zoo models a profile's notebooks ask for, "
+                                      "before its build (resumes interrupted trainings)")
+    tr.add_argument("--profile", default="quick",
+                    help="quick (default), medium, paper, smoke or a .yml path")
+    tr.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
+    tr.add_argument("--threads", type=int, metavar="N",
+                    help="CPU threads for training (default: torch's, one per core)")
+    tr.add_argument("--no-progress", action="store_true", help="no progress bars")
     da = sub.add_parser("data", help="fetch the papers' datasets, or list which are present")
     dsub = da.add_subparsers(dest="data_command", required=True, metavar="ACTION")
     fe = dsub.add_parser("fetch", help="download datasets into the data root (needs a network) "
@@ -262,6 +271,19 @@ def _plan(root: Path, args) -> int:
     return 0
 
 
+def _train(root: Path, args) -> int:
+    from robattr.book import pretrain
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    pretrain.pretrain(root, args.profile, args.only, progress=not args.no_progress)
+    return 0
+
+
 def _protect_values(argv: list[str]) -> list[str]:
     """``-p lam -1e-6``: argparse would read a value that starts with '-' (other than a
     plain negative number) as an option; a leading space keeps it a value, and YAML
@@ -290,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             return _sweep(root, args)
         if args.command == "plan":
             return _plan(root, args)
+        if args.command == "train":
+            return _train(root, args)
         return _build(root, args)
     except (ParameterError, FileNotFoundError) as err:
         print(f"robattr: error: {err}", file=sys.stderr)

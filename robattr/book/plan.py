@@ -145,6 +145,7 @@ class ModelPlan:
     step_seconds: float | None = None
     recorded_seconds_per_epoch: float | None = None
     recorded_device: str | None = None
+    epochs_done: int = 0               # a partly trained model: epochs its checkpoint holds
 
     @property
     def label(self) -> str:
@@ -224,7 +225,8 @@ class Plan:
                             "train_seconds": m.seconds, "steps": m.steps,
                             "step_seconds": m.step_seconds,
                             "recorded_seconds_per_epoch": m.recorded_seconds_per_epoch,
-                            "recorded_device": m.recorded_device, "config": m.config}
+                            "recorded_device": m.recorded_device,
+                            "epochs_done": m.epochs_done, "config": m.config}
                            for m in nb.models]
             d["work"] = [{"what": w, "seconds": s} for w, s in nb.work]
             nbs.append(d)
@@ -280,8 +282,19 @@ def _zoo_state(cfg: dict) -> dict | None:
     return meta if meta.get("key") == _zoo_key(cfg) else None
 
 
-def _training_works(cfg: dict) -> list[Work]:
-    steps = cfg["epochs"] * max(1, math.ceil(_n_train(cfg) / cfg["batch_size"]))
+def _epochs_done(key: str) -> int:
+    """Epochs a partly trained model's checkpoint holds (0 without one)."""
+    from robattr.zoo import store
+
+    if not store.checkpoint_path(key).exists():
+        return 0
+    return store.checkpoint(key).epochs_done() or 0
+
+
+def _training_works(cfg: dict, epochs_done: int = 0) -> list[Work]:
+    """What training ``cfg`` costs: its steps (those of the epochs a checkpoint does not
+    hold yet) and the test accuracy."""
+    steps = (cfg["epochs"] - epochs_done) * max(1, math.ceil(_n_train(cfg) / cfg["batch_size"]))
     return [steps_of(cfg, steps, what="training"),
             fwd(family(cfg["dataset"], cfg["arch"]), TEST_SIZES.get(cfg["dataset"], 0),
                 what="test accuracy")]
@@ -348,9 +361,11 @@ def plan(root=None, profile: str = "quick", only: str | None = None, *,
                 models.append(ModelPlan(key, cfg, "shared"))
             else:
                 planned.add(key)
-                tw = _training_works(cfg)
+                done = _epochs_done(key) if assume_trained is None else 0
+                tw = _training_works(cfg, done)
                 models.append(ModelPlan(key, cfg, "train", sum(cal.cost(w) for w in tw),
-                                        int(tw[0].calls), cal.cost(steps_of(cfg, 1))))
+                                        int(tw[0].calls), cal.cost(steps_of(cfg, 1)),
+                                        epochs_done=done))
         costs: dict[str, float] = {}
         for w in works:
             costs[w.what or w.kind] = costs.get(w.what or w.kind, 0.0) + cal.cost(w)
@@ -403,8 +418,10 @@ def format_table(p: Plan, models: bool = False, jobs: int = 1) -> str:
                 elif m.status == "shared":
                     lines.append(f"      shared  {m.label} (trained by an earlier notebook)")
                 else:
+                    part = (f" (partly trained: {m.epochs_done} of {m.config['epochs']} "
+                            "epochs done)" if m.epochs_done else "")
                     lines.append(f"      train   {m.label}: {m.steps} steps x "
-                                 f"{m.step_seconds:.3g} s = {_hms(m.seconds)}")
+                                 f"{m.step_seconds:.3g} s = {_hms(m.seconds)}{part}")
     d = p.to_dict()
     train = sum(nb.train_seconds for nb in p.notebooks)
     missing = ""

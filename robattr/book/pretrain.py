@@ -1,0 +1,92 @@
+"""``robattr train``: train a profile's zoo models before its build.
+
+A profile's notebooks declare the zoo models they ask for (:mod:`robattr.book.plan`).
+:func:`pretrain` trains the ones the zoo does not hold yet, in the order the notebooks ask
+for them (a teacher before the ATEX student that names it), each on the device its
+notebook would use, and goes on from the checkpoint of a training that was interrupted.
+The build that follows finds them cached and spends its time on the notebooks' own work.
+Run it in the background for a long profile (``robattr train --profile medium``); stop it
+at any time and start it again: at most the epoch in progress, and the last
+``robattr.zoo.CHECKPOINT_SECONDS``, are lost.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from robattr.book.notebooks import discover, project_root
+from robattr.book.plan import _select, declared_models
+from robattr.book.profiles import effective_recipe, effective_train_size, load_profile, resolve
+
+__all__ = ["Pending", "pending", "pretrain"]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A zoo model a profile's notebooks ask for: its configuration, the first notebook
+    that asks for it, and the device that notebook runs on."""
+
+    key: str
+    config: dict
+    notebook: str
+    device: str
+
+    @property
+    def label(self) -> str:
+        c = self.config
+        act = "" if c["activation"] == "relu" else f" {c['activation']}({c['beta']:g})"
+        return (f"{c['dataset']} {c['arch']}{act} {c['method']}, seed {c['seed']}, "
+                f"{c['epochs']} epochs")
+
+
+def pending(root=None, profile: str = "quick", only: str | None = None) -> list[Pending]:
+    """The models the notebooks of ``profile`` (matching ``only``) ask for and the zoo
+    does not hold, each once, in the order of the notebooks' first requests."""
+    from robattr import zoo
+    from robattr.zoo.config import _key
+
+    prof = load_profile(profile)
+    out, seen = [], set()
+    for nb in _select(discover(project_root(root)), only):
+        params = resolve(nb, prof)
+        cfgs = declared_models(nb.key, params, effective_train_size(prof, nb.key),
+                               effective_recipe(prof))
+        for cfg in cfgs:
+            key = _key(cfg)
+            if key in seen:
+                continue
+            seen.add(key)
+            wpath, jpath = zoo.paths(key)
+            if not (wpath.exists() and jpath.exists()):
+                out.append(Pending(key, cfg, nb.key, str(params.get("device", "auto"))))
+    return out
+
+
+def pretrain(root=None, profile: str = "quick", only: str | None = None, *,
+             progress: bool = True, log: Callable[[str], None] = print) -> int:
+    """Train every model of :func:`pending`; returns how many were trained. A model that
+    fails to train is reported and the others still train; the last failure is raised
+    at the end."""
+    from robattr import zoo
+
+    todo = pending(root, profile, only)
+    partly = {m["key"]: m["epochs_done"] for m in zoo.partly_trained()}
+    log(f"robattr train: profile {profile}, {len(todo)} model(s) to train in {zoo.zoo_dir()}")
+    failure = None
+    for i, m in enumerate(todo, 1):
+        done = partly.get(m.key)
+        goes_on = f", going on after epoch {done}" if done else ""
+        log(f"[{i}/{len(todo)}] {m.label} (for {m.notebook}{goes_on})")
+        t0 = time.perf_counter()
+        try:
+            model = zoo.get_config(m.config, device=m.device, progress=progress)
+        except Exception as err:  # noqa: BLE001 - report it, train the others
+            log(f"[{i}/{len(todo)}] FAILED: {type(err).__name__}: {err}")
+            failure = err
+            continue
+        log(f"[{i}/{len(todo)}] done in {time.perf_counter() - t0:.0f} s: test accuracy "
+            f"{100 * model.zoo_meta['test_acc']:.1f} %")
+    if failure is not None:
+        raise failure
+    return len(todo)
