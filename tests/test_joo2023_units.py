@@ -336,3 +336,44 @@ def test_rps_robustaga_clamp_is_the_batch_range_not_the_pixel_range():
     assert float(noisy.min()) == pytest.approx(0.4) and float(noisy.max()) == pytest.approx(0.6)
     with pytest.raises(ValueError, match="clamp"):
         rps(model, identity, x, 0, eps=0.1, clamp="authors")
+
+
+@settings(max_examples=20, deadline=None)
+@given(net=nets(max_channels=3).filter(lambda n: n[4].shape[1] == 3), eps=st.floats(1e-3, 0.3),
+       data=st.data())
+def test_robustaga_units_are_the_authors_terms_with_their_cifar10_normalisation(net, eps, data):
+    """units="robustaga": whatever the model's own normalisation, the regularisers are
+    RobustAGA's terms for its input x_n = (x − μ_RA)/σ_RA (its CIFAR-10 constants), i.e. the
+    same pixel function seen through the authors' normalisation."""
+    from robattr.train.losses.gradient import ROBUSTAGA_CIFAR10
+
+    model, _, _, _, x, y = net
+    mu, sd = (torch.tensor(v, dtype=torch.float64)[None, :, None, None]
+              for v in ROBUSTAGA_CIFAR10)
+
+    def theirs(xn):                      # the authors' network: it takes x_n
+        return model(xn * sd + mu)
+
+    u = torch.rand(x.shape, generator=torch.Generator().manual_seed(data.draw(
+        st.integers(0, 999))), dtype=torch.float64)
+    v = torch.randn(x.shape, generator=torch.Generator().manual_seed(data.draw(
+        st.integers(0, 999))), dtype=torch.float64)
+    ce, l2, cosd = _align_terms(theirs, (x - mu) / sd, eps * (2 * u - 1) / sd, y)
+    hess = _hessian_vector_sq(theirs, (x - mu) / sd, v, y)
+    with pytest.MonkeyPatch.context() as mp:
+        _fixed(mp, "rand_like", u)
+        _fixed(mp, "randn", v)
+        value, logs = make_loss("l2_cosd", lam=0.7, lam_cos=1.3, eps=eps, units="robustaga")(
+            model, x, y)
+        _, hlogs = make_loss("hessian", units="robustaga")(model, x, y)
+    assert float(logs["l2"]) == pytest.approx(float(l2), **TOL)
+    assert float(logs["cosd"]) == pytest.approx(float(cosd), **TOL)
+    assert float(value.detach()) == pytest.approx(float(ce + 0.7 * l2 + 1.3 * cosd), **TOL)
+    assert float(hlogs["hess_sq"]) == pytest.approx(float(hess), **TOL)
+
+
+def test_robustaga_units_need_three_channels():
+    model = nn.Sequential(Normalize([0.5], [0.3]), nn.Flatten(), nn.Linear(4, 2)).double()
+    x, y = torch.rand(2, 1, 2, 2, dtype=torch.float64), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="3-channel"):
+        make_loss("l2", units="robustaga")(model, x, y)

@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 from robattr.catalog import TEST_SIZES
+from robattr.chapters.joo2023.models import regularizers
 from robattr.cost import (Declaration, attack, curve, family, flat, fwd, grads, grads2, hvps,
                           input_values, no_data, no_models, spec, steps_of)
 
 
 def _joo_specs(p, common):
     d, a = p["dataset"], p["arch"]
-    return [spec(d, a, "ce", **common), spec(d, a, "hessian", lam=p["hessian_lam"], **common),
-            spec(d, a, "l2", lam=p["lam"], eps=p["train_eps"], **common),
-            spec(d, a, "l2_cosd", lam=p["lam"], lam_cos=p["lam_cos"], eps=p["train_eps"],
-                 **common)]
+    regs = regularizers(lam=p["lam"], lam_cos=p["lam_cos"], train_eps=p["train_eps"],
+                        hessian_lam=p["hessian_lam"], units=p["reg_units"])
+    return [spec(d, a, method, **hp, **common) for method, hp in regs.values()]
 
 
 def _joo_train(p):
@@ -43,7 +43,7 @@ def _baseline_specs(p, arch, baselines, common):
 def _table1_models(p):
     common = _joo_common(p)
     broken = spec(p["dataset"], p["arch"], "cosd", lam_cos=p["break_lam_cos"], eps=p["train_eps"],
-                  **common)
+                  units=p["reg_units"], **common)
     seeds = [spec(p["dataset"], p["arch"], "ce", seed=s, **common)
              for s in range(1, p["ce_seeds"])]     # the seed-to-seed spread of CE
     return (_joo_specs(p, common) + _baseline_specs(p, p["arch"], p["baselines"], common)
@@ -64,9 +64,10 @@ def _resnet_specs(p):
     if not a:
         return []
     d, common = p["dataset"], _resnet_common(p)
-    out = [spec(d, a, "ce", **common), spec(d, a, "hessian", lam=p["resnet_hessian_lam"], **common),
-           spec(d, a, "l2", lam=p["resnet_l2_lam"], eps=p["train_eps"], **common),
-           spec(d, a, "l2_cosd", lam=p["lam"], lam_cos=p["lam_cos"], eps=p["train_eps"], **common)]
+    regs = regularizers(lam=p["lam"], lam_cos=p["lam_cos"], train_eps=p["train_eps"],
+                        hessian_lam=p["resnet_hessian_lam"], units=p["reg_units"])
+    regs["l2"][1]["lam"] = p["resnet_l2_lam"]
+    out = [spec(d, a, method, **hp, **common) for method, hp in regs.values()]
     return out + _baseline_specs(p, a, p["resnet_baselines"], common)
 
 
@@ -110,7 +111,7 @@ def _table1_work(p):
 def _table2_models(p):
     common = _joo_common(p)
     grid = [spec(p["dataset"], p["arch"], "l2_cosd", lam=lm, lam_cos=lc, eps=p["train_eps"],
-                 **common) for lc in p["grid_lam_cos"] for lm in p["grid_lam"]]
+                 units=p["reg_units"], **common) for lc in p["grid_lam_cos"] for lm in p["grid_lam"]]
     return _joo_specs(p, common) + grid
 
 

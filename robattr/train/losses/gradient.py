@@ -14,25 +14,41 @@ from torch.nn import functional as F
 from robattr.models import Normalize, has_relu
 from robattr.train.losses.base import Loss, register_loss
 
-__all__ = ["UNITS", "SSR", "HessianNorm", "GradL2", "GradCosd", "GradL2Cosd"]
+__all__ = ["UNITS", "ROBUSTAGA_CIFAR10", "SSR", "HessianNorm", "GradL2", "GradCosd", "GradL2Cosd"]
 
 
 def _target_logit_sum(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return logits.gather(1, y[:, None]).sum()
 
 
-#: ``units`` of 003's regularisers: gradients w.r.t. the normalised input (003's code) or
-#: w.r.t. the raw pixels.
-UNITS = ("normalized", "pixel")
+#: ``units`` of 003's regularisers: gradients w.r.t. the normalised input with the model's
+#: own normalisation (``"normalized"``), with the normalisation of 003's code for CIFAR-10
+#: (``"robustaga"``: :data:`ROBUSTAGA_CIFAR10`, so that 003's lambda weighs the pixel
+#: gradients exactly as in its code), or w.r.t. the raw pixels (``"pixel"``).
+UNITS = ("normalized", "pixel", "robustaga")
+
+#: The CIFAR-10 normalisation of 003's code (RobustAGA): (mean, std) per channel. Its std
+#: is not the data's (robattr.data.info gives 0.2470, 0.2435, 0.2616), so the same lambda
+#: in "normalized" units weighs robattr's pixel gradients (σ_ours/σ_theirs)² ≈ 1.5-1.7 (ℓ2)
+#: and (σ_ours/σ_theirs)⁴ ≈ 2.2-2.9 (Hessian) times as much as 003's, channel by channel.
+ROBUSTAGA_CIFAR10 = ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010))
 
 
 def _normalizer(model: nn.Module, x: torch.Tensor, units: str):
     """``(mean, std)`` of the model's first :class:`robattr.models.Normalize` layer
     (``model[0]`` in every :func:`robattr.models.build` model), shaped to broadcast to
-    ``x``; None with ``units == "pixel"`` or without such a layer (the input is then taken
-    as already normalised)."""
+    ``x``; :data:`ROBUSTAGA_CIFAR10` with ``units == "robustaga"``; None with
+    ``units == "pixel"`` or without such a layer (the input is then taken as already
+    normalised)."""
     if units == "pixel":
         return None
+    if units == "robustaga":
+        if x.dim() != 4 or x.shape[1] != 3:
+            raise ValueError("units='robustaga' is 003's CIFAR-10 normalisation: it needs "
+                             f"3-channel images (N x 3 x H x W), got {tuple(x.shape)}")
+        mean, std = (torch.tensor(v, device=x.device, dtype=x.dtype)[None, :, None, None]
+                     for v in ROBUSTAGA_CIFAR10)
+        return mean, std
     norm = next((m for m in model.modules() if isinstance(m, Normalize)), None)
     if norm is None:
         return None
