@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from robattr import context
+
 __all__ = ["DATASETS", "ARCHS", "LOSS_NAMES", "BASELINE_LOSSES", "SHAPES", "NUM_CLASSES", "TEST_SIZES",
            "PRECISIONS", "TRAIN_SIZE_ENV", "check_train_size", "train_size_for",
            "train_size_from_env", "RECIPE_ENV", "AUGMENTATIONS", "SCHEDULES",
@@ -47,11 +49,11 @@ PRECISIONS = ("fp32", "tf32")
 #: Environment variable with the zoo's default training-set size (robattr.zoo; a profile's
 #: ``train_size:`` sets it for its notebooks): an integer, or JSON ``{"default": n,
 #: <loss name>: n}`` (:func:`check_train_size`)
-TRAIN_SIZE_ENV = "ROBATTR_TRAIN_SIZE"
+TRAIN_SIZE_ENV = context.TRAIN_SIZE_ENV
 
 #: Environment variable with the zoo's default training recipe per dataset (robattr.zoo; a
 #: profile's ``recipe:`` sets it): JSON ``{dataset: {"augment": ..., "schedule": ...}}``
-RECIPE_ENV = "ROBATTR_RECIPE"
+RECIPE_ENV = context.RECIPE_ENV
 
 #: Training augmentations and learning-rate schedules (robattr.train.batches)
 AUGMENTATIONS = ("none", "crop", "flip", "crop+flip")
@@ -112,9 +114,8 @@ def train_size_from_env():
     """``$ROBATTR_TRAIN_SIZE``: an integer or JSON map (:func:`check_train_size`); ``None``
     when unset or empty."""
     import json
-    import os
 
-    text = os.environ.get(TRAIN_SIZE_ENV, "").strip()
+    text = context.current().train_size
     if not text:
         return None
     try:
@@ -129,9 +130,8 @@ def recipes_from_env() -> dict[str, dict[str, str]]:
     """``$ROBATTR_RECIPE`` (JSON, a profile's ``recipe:``) checked by :func:`check_recipes`;
     empty when unset."""
     import json
-    import os
 
-    text = os.environ.get(RECIPE_ENV, "").strip()
+    text = context.current().recipe
     if not text:
         return {}
     try:

@@ -44,6 +44,7 @@ import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, RandomSampler,
                               SequentialSampler, Subset)
 
+from robattr import context
 from robattr.catalog import DATASETS
 from robattr.utils import cache_dir, get_device
 
@@ -228,7 +229,7 @@ def load(name: str, split: str = "train", root=None, download: bool = False,
 def data_root(root=None) -> Path:
     """Where datasets live: ``root``, else ``$ROBATTR_DATA``, else ``cache_dir()/"data"``."""
     if root is None:
-        root = os.environ.get("ROBATTR_DATA") or Path(cache_dir()) / "data"
+        root = context.current().data or Path(cache_dir()) / "data"
     return Path(root).expanduser()
 
 

@@ -33,10 +33,10 @@ every mode except ``bf16`` inside :func:`scope`, which autocasts CUDA only.
 from __future__ import annotations
 
 import contextlib
-import os
 
 import torch
 
+from robattr import context
 from robattr.catalog import PRECISIONS
 
 __all__ = ["MODES", "ENV", "set", "get", "scope", "autocast", "check"]
@@ -44,7 +44,7 @@ __all__ = ["MODES", "ENV", "set", "get", "scope", "autocast", "check"]
 #: the modes, in order of decreasing precision
 MODES = ("fp32", "tf32", "bf16")
 #: the environment variable read when the policy is first applied
-ENV = "ROBATTR_PRECISION"
+ENV = context.PRECISION_ENV
 
 _GLOBAL_MODES = PRECISIONS
 _state = {"mode": "fp32", "autocast": False}
@@ -105,7 +105,7 @@ def autocast(mode: str | None = None):
 
 
 def _apply_environment() -> None:
-    value = os.environ.get(ENV, "").strip().lower() or "fp32"
+    value = context.current().precision or "fp32"
     try:
         set(value)
     except ValueError as e:

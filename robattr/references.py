@@ -16,19 +16,20 @@ pipeline there are no references and both behave as before.
 from __future__ import annotations
 
 import json
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from robattr import context
+
 __all__ = ["ENV", "available", "label", "rows", "compare_values", "claim_verdict", "claim_record",
            "value_columns"]
 
-ENV = "ROBATTR_REFERENCE_DIR"
+ENV = context.REFERENCE_DIR_ENV
 
 
 def _folder() -> Path | None:
-    path = os.environ.get(ENV)
+    path = context.current().reference_dir
     return Path(path) if path and Path(path).is_dir() else None
 
 

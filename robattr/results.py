@@ -12,15 +12,16 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
+from robattr import context
+
 __all__ = ["ENV", "NOTEBOOK_ENV", "record", "rows", "read"]
 
-ENV = "ROBATTR_RESULTS"
+ENV = context.RESULTS_ENV
 #: The key of the notebook a kernel runs (``wang2020/table2_attacks``), set by the pipeline.
-NOTEBOOK_ENV = "ROBATTR_NOTEBOOK"
+NOTEBOOK_ENV = context.NOTEBOOK_ENV
 _ROWS: list[dict[str, Any]] = []
 
 
@@ -41,7 +42,7 @@ def record(metric: str, value, **labels) -> float:
             raise ValueError(f"label {k}={lab!r} of {metric!r} must be a string or a number")
     row = {"metric": metric, "value": v, **labels}
     _ROWS.append(row)
-    path = os.environ.get(ENV)
+    path = context.current().results
     if path:
         _append(Path(path), row)
     return v

@@ -60,7 +60,9 @@ def make_generator(x: torch.Tensor, generator=None, seed=None) -> torch.Generato
 def cache_dir() -> "os.PathLike[str]":
     """The robattr cache folder: ``$ROBATTR_CACHE``, else ``$XDG_CACHE_HOME/robattr``
     (``~/.cache/robattr``). Created on demand."""
-    root = os.environ.get("ROBATTR_CACHE")
+    from robattr import context
+
+    root = context.current().cache
     if root:
         path = Path(root).expanduser()
     else:

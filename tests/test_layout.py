@@ -318,3 +318,45 @@ def test_no_module_is_over_600_lines_unless_it_says_why():
             if "longer than 600 lines because" not in doc:
                 long.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
     assert long == [], "\n".join(long)
+
+
+# ------------------------------------------------------------------ one run context
+def _robattr_variable_literals(path: Path) -> list[tuple[int, str]]:
+    import re
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and re.fullmatch(r"ROBATTR_[A-Z_]+", n.value)]
+
+
+def test_only_the_run_context_names_the_robattr_variables():
+    """Every ROBATTR_* variable is named (and so read) in robattr.context alone; the other
+    modules take its RunContext or its *_ENV constants."""
+    from robattr import context
+
+    pkg = Path(robattr.__file__).parent
+    found = {f"{p.relative_to(pkg)}:{line}": name for p in sorted(pkg.rglob("*.py"))
+             if p != pkg / "context.py" for line, name in _robattr_variable_literals(p)}
+    assert found == {}
+    named = {name for _, name in _robattr_variable_literals(pkg / "context.py")}
+    assert named == set(context.VARIABLES.values())
+
+
+def test_the_run_context_reads_the_environment_at_each_call(monkeypatch, tmp_path):
+    from robattr import context
+
+    monkeypatch.setenv(context.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(context.NOTEBOOK_ENV, "wang2020/table2_attacks")
+    monkeypatch.delenv(context.ZOO_LOCK_STALE_ENV, raising=False)
+    ctx = context.current()
+    assert (ctx.cache, ctx.chapter) == (str(tmp_path), "wang2020")
+    assert ctx.zoo_lock_stale == context.DEFAULT_LOCK_STALE_SECONDS
+    with pytest.raises(Exception):
+        ctx.cache = "elsewhere"                       # frozen
+    monkeypatch.setenv(context.ZOO_LOCK_STALE_ENV, "60")
+    assert context.current().zoo_lock_stale == 60.0
+    monkeypatch.setenv(context.ZOO_LOCK_STALE_ENV, "soon")
+    with pytest.raises(ValueError, match="ROBATTR_ZOO_LOCK_STALE"):
+        context.current()
+    assert context.exported([context.CACHE_ENV]) == {context.CACHE_ENV: str(tmp_path)}

@@ -12,14 +12,15 @@ page (:data:`PAGE_SCRIPT`), after the page and MathJax have finished.
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
+
+from robattr import context
 
 __all__ = ["CHROMIUM_ENV", "PAGE_SCRIPT", "chromium_path", "available", "check_pages",
            "check_book"]
 
-CHROMIUM_ENV = "ROBATTR_CHROMIUM"
+CHROMIUM_ENV = context.CHROMIUM_ENV
 #: flags for a headless Chromium on a machine without a network or a screen
 _FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
           "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -86,7 +87,7 @@ _BENIGN_CONSOLE = ("Got invalid theme mode",)
 
 def chromium_path() -> str | None:
     """The Chromium to drive: ``$ROBATTR_CHROMIUM``, else ``chromium`` on the PATH."""
-    return os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or \
+    return context.current().chromium or shutil.which("chromium") or \
         shutil.which("chromium-browser")
 
 

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from robattr import context
 from robattr.cost import Work, family, step_passes
 
 __all__ = ["Calibration", "CALIBRATION_VERSION", "calibrate"]
@@ -325,7 +326,8 @@ for i in range(3):
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.plot(np.arange(100), np.random.default_rng(i).standard_normal(100))
     plt.show()
-open(os.environ["ROBATTR_PLAN_PROBE"], "w").write(json.dumps((time.perf_counter() - t) / 3))'''
+from robattr.context import current
+open(current().plan_probe, "w").write(json.dumps((time.perf_counter() - t) / 3))'''
 
 
 def _measure_notebook(device) -> tuple[float, float]:
@@ -347,7 +349,7 @@ def _measure_notebook(device) -> tuple[float, float]:
                                      "language": "python"}
         nbformat.write(nb, src)
         # one run: a kernel start takes seconds, and its noise is small beside them
-        with environ({"ROBATTR_PLAN_PROBE": str(probe)}):
+        with environ({context.PLAN_PROBE_ENV: str(probe)}):
             t = time.perf_counter()
             papermill.execute_notebook(str(src), str(out), progress_bar=False, cwd=tmp,
                                        kernel_name="python3")

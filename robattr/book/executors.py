@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from robattr import results
+from robattr import context, results
 from robattr.book.execution import environ, execute, results_path
 from robattr.book.notebooks import Notebook, read_parameters
 from robattr.book.profiles import profile_env, profile_label, resources
@@ -42,8 +42,9 @@ __all__ = ["Job", "JobResult", "handed_references", "make_job", "run_job", "run_
 
 EXECUTORS = ("local", "ray")
 #: Environment variables a job carries to the process that runs it.
-SHARED_ENV = ("ROBATTR_CACHE", "ROBATTR_DATA", "ROBATTR_ZOO_LOCK_STALE", "ROBATTR_PRECISION",
-              "ROBATTR_TRAIN_SIZE", "ROBATTR_RECIPE", "ROBATTR_ZOO_REQUESTS")
+SHARED_ENV = (context.CACHE_ENV, context.DATA_ENV, context.ZOO_LOCK_STALE_ENV,
+              context.PRECISION_ENV, context.TRAIN_SIZE_ENV, context.RECIPE_ENV,
+              context.ZOO_REQUESTS_ENV)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class JobResult:
 
 def shared_env() -> dict[str, str]:
     """The :data:`SHARED_ENV` variables set in this process."""
-    return {k: os.environ[k] for k in SHARED_ENV if k in os.environ}
+    return context.exported(SHARED_ENV)
 
 
 def make_job(nb: Notebook, params: dict[str, Any], prof: dict, name: str | None = None,

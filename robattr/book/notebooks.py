@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from robattr import context
 from robattr.book.params import Parameter, ParameterError, read_cell
 
 __all__ = ["Notebook", "project_root", "read_parameters", "parameters_cell_index",
@@ -37,7 +38,7 @@ class Notebook:
 def project_root(start: str | os.PathLike | None = None) -> Path:
     """The folder holding ``_toc.yml`` and ``notebooks/``: ``$ROBATTR_ROOT``, else the
     first such folder at or above ``start`` (default: the working directory)."""
-    env = os.environ.get("ROBATTR_ROOT")
+    env = context.current().root
     here = Path(env or start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "_toc.yml").is_file() and (folder / "notebooks").is_dir():

@@ -171,12 +171,10 @@ def _shown(text: str) -> str:
     """A claim line's part in the reader's language (:func:`robattr.reader.reader_text`:
     paper keys, the papers' metric names, MathJax), for the notebook ``$ROBATTR_NOTEBOOK``
     names; the recorded text stays as written."""
-    import os
-
+    from robattr import context
     from robattr.reader import reader_text
-    from robattr.results import NOTEBOOK_ENV
 
-    chapter = os.environ.get(NOTEBOOK_ENV, "").split("/")[0] or None
+    chapter = context.current().chapter
     return reader_text(text, chapter) if text else text
 
 

@@ -2,9 +2,9 @@
 items, profile (see :mod:`robattr.verdicts`)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from robattr import context
 from robattr.verdicts.guards import _shortfalls
 from robattr.verdicts.rules import Verdict
 
@@ -13,7 +13,7 @@ __all__ = ["PROFILE_ENV", "Scale", "set_scale", "training_summary", "current_sca
 
 #: Set by the pipeline for the kernel: the profile a notebook runs in (``quick``,
 #: ``quick+2`` when two parameters differ from the profile's values).
-PROFILE_ENV = "ROBATTR_PROFILE"
+PROFILE_ENV = context.PROFILE_ENV
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Scale:
             if self.n == 1 and unit.isalpha():       # one word: "1 image", "1 class"
                 unit = unit[:-2] if unit.endswith("sses") else unit.removesuffix("s")
             parts.append(f"{self.n} {unit}")
-        profile = profile or os.environ.get(PROFILE_ENV)
+        profile = profile or context.current().profile
         parts.append(f"profile {profile}" if profile else "run outside the pipeline")
         return ", ".join(parts)
 
@@ -80,7 +80,7 @@ def training_summary(models) -> str:
     if trained:
         epochs = _span([int(m["config"]["epochs"]) for m in trained], str)
         images = _span([int(m.get("train_images") or 0) for m in trained], str)
-        text += f", {epochs} epochs on {images} images"
+        text += f", {epochs} epoch{'' if epochs == '1' else 's'} on {images} images"
     if len(trained) < len(known):         # loaded from weights the user gave, not trained here
         text += f", {len(known) - len(trained)} from given weights"
     if len(known) < len(models):

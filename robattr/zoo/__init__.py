@@ -45,7 +45,7 @@ from robattr.zoo import store
 from robattr.zoo.config import (DEFAULTS, METHOD_DEFAULTS, RECIPE_ENV, TRAIN_SIZE_ENV,
                                 ZOO_FORMAT, _key, config, config_hash, default_batch_size,
                                 effective_recipe, effective_train_size)
-from robattr.zoo.lock import LOCK_STALE_SECONDS, train_lock
+from robattr.zoo.lock import train_lock
 from robattr.zoo.log import (_STATS, REQUESTS_ENV, _log_request, _log_training, request_log,
                              reset_stats, stats, training_log)
 from robattr.zoo.store import (ZooCacheWarning, _Corrupt, _load, _read_meta, _remove, _save,
@@ -56,7 +56,7 @@ __all__ = [
     "config", "config_hash", "zoo_dir", "paths", "stats", "reset_stats", "training_log",
     "TRAIN_SIZE_ENV", "effective_train_size", "RECIPE_ENV", "effective_recipe",
     "REQUESTS_ENV", "request_log", "METHOD_DEFAULTS", "default_batch_size", "load_key",
-    "partly_trained", "CHECKPOINT_SECONDS", "LOCK_STALE_SECONDS", "get_config",
+    "partly_trained", "CHECKPOINT_SECONDS", "get_config",
 ]
 
 #: A training saves its checkpoint at most once in this many seconds (after an epoch):

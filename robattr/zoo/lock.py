@@ -8,18 +8,21 @@ import platform
 import time
 from pathlib import Path
 
+from robattr import context
 from robattr.utils import process_start
 from robattr.zoo.store import zoo_dir
 
-__all__ = ["LOCK_STALE_SECONDS", "train_lock"]
+__all__ = ["train_lock"]
 
-#: A lock older than this (seconds) whose owner cannot be checked is taken over.
-LOCK_STALE_SECONDS = float(os.environ.get("ROBATTR_ZOO_LOCK_STALE", 24 * 3600))
+def _stale_seconds() -> float:
+    """Seconds after which a lock whose owner cannot be checked is taken over
+    (``$ROBATTR_ZOO_LOCK_STALE``, default a day: :mod:`robattr.context`)."""
+    return context.current().zoo_lock_stale
 
 
 def _lock_owner_gone(lock: Path) -> bool:
     """Whether the writer of ``lock`` is gone: same host, its pid runs no process begun before
-    the lock (pids recur after a restart; 2 s slack); else older than LOCK_STALE_SECONDS."""
+    the lock (pids recur after a restart; 2 s slack); else older than :func:`_stale_seconds`."""
     try:
         host, pid, started = lock.read_text().split()
         age = time.time() - float(started)
@@ -28,7 +31,7 @@ def _lock_owner_gone(lock: Path) -> bool:
             age = time.time() - lock.stat().st_mtime
         except OSError:
             return False                  # vanished: the next attempt will succeed
-        return age > LOCK_STALE_SECONDS
+        return age > _stale_seconds()
     if host == platform.node():
         try:
             os.kill(int(pid), 0)
@@ -37,7 +40,7 @@ def _lock_owner_gone(lock: Path) -> bool:
         except PermissionError:
             return False
         return (process_start(int(pid)) or 0.0) > float(started) + 2.0   # None: no /proc
-    return age > LOCK_STALE_SECONDS
+    return age > _stale_seconds()
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from robattr import context
 from robattr.zoo.store import zoo_dir
 
 __all__ = ["stats", "reset_stats", "REQUESTS_ENV", "request_log", "training_log"]
@@ -26,17 +27,15 @@ def reset_stats() -> None:
 
 
 #: Environment variable naming a file where every :func:`get_model` call is logged.
-REQUESTS_ENV = "ROBATTR_ZOO_REQUESTS"
+REQUESTS_ENV = context.ZOO_REQUESTS_ENV
 
 
 def _log_request(key: str, cfg: dict[str, Any]) -> None:
-    path = os.environ.get(REQUESTS_ENV)
+    ctx = context.current()
+    path = ctx.zoo_requests
     if not path:
         return
-    from robattr import results
-
-    line = json.dumps({"key": key, "config": cfg,
-                       "notebook": os.environ.get(results.NOTEBOOK_ENV, ""),
+    line = json.dumps({"key": key, "config": cfg, "notebook": ctx.notebook,
                        "pid": os.getpid()}, sort_keys=True)
     with open(path, "a") as fh:             # one short line per call: appends do not interleave
         fh.write(line + "\n")

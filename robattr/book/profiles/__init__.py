@@ -26,12 +26,12 @@ defaults ← the profile ← the command line, checked against the notebook's ru
 from __future__ import annotations
 
 import fnmatch
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from robattr import context
 from robattr.book.notebooks import Notebook
 from robattr.book.params import Parameter, ParameterError, check_values, coerce, read_yaml
 from robattr.catalog import PRECISIONS, check_recipes, check_train_size
@@ -162,7 +162,7 @@ def precision_env(prof: dict) -> dict[str, str]:
     """``{ROBATTR_PRECISION: mode}`` when the profile sets ``precision:`` (``fp32`` or
     ``tf32``, see :mod:`robattr.precision`), else nothing: the kernel inherits the
     caller's environment, and robattr's default is full fp32."""
-    return {"ROBATTR_PRECISION": prof["precision"]} if prof.get("precision") else {}
+    return {context.PRECISION_ENV: prof["precision"]} if prof.get("precision") else {}
 
 
 def _profile_train_size(prof: dict, key: str | None):
@@ -209,8 +209,7 @@ def profile_env(prof: dict, key: str | None = None) -> dict[str, str]:
 def effective_precision(prof: dict) -> str:
     """The precision a notebook runs with: the profile's ``precision:``, else
     ``$ROBATTR_PRECISION``, else ``fp32``."""
-    return prof.get("precision") or os.environ.get("ROBATTR_PRECISION", "").strip().lower() \
-        or "fp32"
+    return prof.get("precision") or context.current().precision or "fp32"
 
 
 def effective_train_size(prof: dict, key: str | None = None):
