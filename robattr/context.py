@@ -24,6 +24,8 @@ variable                   what it sets
 ``ROBATTR_ZOO_LOCK_STALE`` seconds after which an unverifiable zoo lock is taken over
 ``ROBATTR_CHROMIUM``       the Chromium the browser check drives
 ``ROBATTR_PLAN_PROBE``     the file the calibration's probe notebook writes its timing to
+``ROBATTR_PROGRESS``       a file where a kernel's zoo trainings write their progress
+                           bars, which the build that runs it shows (``robattr run``)
 =========================  ============================================================
 """
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass, fields
 __all__ = ["RunContext", "current", "CACHE_ENV", "DATA_ENV", "ROOT_ENV", "TRAIN_SIZE_ENV",
            "RECIPE_ENV", "PRECISION_ENV", "PROFILE_ENV", "NOTEBOOK_ENV", "RESULTS_ENV",
            "REFERENCE_DIR_ENV", "ZOO_REQUESTS_ENV", "ZOO_LOCK_STALE_ENV", "CHROMIUM_ENV",
-           "PLAN_PROBE_ENV", "VARIABLES", "exported"]
+           "PLAN_PROBE_ENV", "PROGRESS_ENV", "VARIABLES", "exported"]
 
 CACHE_ENV = "ROBATTR_CACHE"
 DATA_ENV = "ROBATTR_DATA"
@@ -50,6 +52,7 @@ ZOO_REQUESTS_ENV = "ROBATTR_ZOO_REQUESTS"
 ZOO_LOCK_STALE_ENV = "ROBATTR_ZOO_LOCK_STALE"
 CHROMIUM_ENV = "ROBATTR_CHROMIUM"
 PLAN_PROBE_ENV = "ROBATTR_PLAN_PROBE"
+PROGRESS_ENV = "ROBATTR_PROGRESS"
 
 #: a zoo lock whose owner cannot be checked is taken over after this many seconds
 DEFAULT_LOCK_STALE_SECONDS = 24 * 3600.0
@@ -74,6 +77,7 @@ class RunContext:
     zoo_lock_stale: float
     chromium: str | None
     plan_probe: str | None
+    progress: str | None
 
     @property
     def chapter(self) -> str | None:
@@ -88,7 +92,7 @@ VARIABLES = {"cache": CACHE_ENV, "data": DATA_ENV, "root": ROOT_ENV,
              "notebook": NOTEBOOK_ENV, "results": RESULTS_ENV,
              "reference_dir": REFERENCE_DIR_ENV, "zoo_requests": ZOO_REQUESTS_ENV,
              "zoo_lock_stale": ZOO_LOCK_STALE_ENV, "chromium": CHROMIUM_ENV,
-             "plan_probe": PLAN_PROBE_ENV}
+             "plan_probe": PLAN_PROBE_ENV, "progress": PROGRESS_ENV}
 
 
 def _text(name: str) -> str:

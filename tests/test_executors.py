@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -217,3 +218,65 @@ def test_executed_notebooks_get_no_progress_bars(monkeypatch):
                     "PYTHONWARNINGS": "ignore::DeprecationWarning,ignore:IProgress not found"}
     assert "TQDM_DISABLE" not in os.environ
     assert os.environ["PYTHONWARNINGS"] == "ignore::DeprecationWarning"
+
+
+def test_a_run_shows_its_cells_and_its_trainings_and_no_kernel_log(monkeypatch, tmp_path):
+    """With progress, execute names the section of each code cell (k of N) and hands the
+    kernel a file for its trainings' bars (ROBATTR_PROGRESS), which the bar shows; every
+    kernel starts with its own log kept to errors."""
+    import os
+    import time
+
+    import nbformat
+    import papermill
+
+    from robattr import context
+    from robattr.book import execution
+    from robattr.book.notebooks import discover
+
+    seen = {}
+
+    def fake_execute_notebook(src, out, **kw):
+        seen["args"] = kw["extra_arguments"]
+        seen["progress_file"] = os.environ.get(context.PROGRESS_ENV)
+        start = kw["on_cell_start"]
+        start(cell=nbformat.v4.new_markdown_cell("# Title\n## The model"), cell_index=0)
+        start(cell=nbformat.v4.new_code_cell("x = 1"), cell_index=1)
+        with open(seen["progress_file"], "a") as f:        # what a training bar writes
+            f.write("\rce 1/3:  50%|#####     | 5/10")
+        time.sleep(1.5)
+        seen["postfix"] = seen["bar"].bar.postfix
+        raise RuntimeError("stop here")
+
+    real = execution.CellProgress
+
+    class Spy(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            seen["bar"] = self
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute_notebook)
+    monkeypatch.setattr(execution, "CellProgress", Spy)
+    root = Path(__file__).resolve().parents[1]
+    nb = next(n for n in discover(root) if n.key == "example/digits_saliency")
+    failure = execution.execute(nb, {}, tmp_path / "out.ipynb", progress=True)
+    assert failure is not None and "stop here" in failure.error
+    assert seen["args"] == ["--IPKernelApp.log_level=ERROR"]
+    assert seen["bar"].heading == "The model" and seen["bar"].bar.n == 1
+    assert seen["postfix"] == "training ce 1/3:  50%|#####     | 5/10"
+    assert not Path(seen["progress_file"]).exists()              # removed at the end
+    assert context.PROGRESS_ENV not in os.environ
+
+
+def test_zoo_trainings_in_a_build_kernel_keep_their_bars_off_the_page(monkeypatch, tmp_path):
+    from robattr import context, zoo
+
+    for name in (context.PROGRESS_ENV, context.RESULTS_ENV, context.NOTEBOOK_ENV):
+        monkeypatch.delenv(name, raising=False)
+    assert zoo._progress(True) == {"progress": True}              # a user's own session
+    monkeypatch.setenv(context.RESULTS_ENV, str(tmp_path / "r.csv"))
+    assert zoo._progress(True) == {"progress": False}             # a build's kernel
+    monkeypatch.setenv(context.PROGRESS_ENV, str(tmp_path / "bars.txt"))
+    got = zoo._progress(False)                                    # robattr run: to its file
+    assert got["progress"] is True and got["progress_file"].name == str(tmp_path / "bars.txt")
+    got["progress_file"].close()

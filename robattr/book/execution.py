@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robattr import results
+from robattr import context, results
 from robattr.book.notebooks import Notebook, parameters_cell_index
 
-__all__ = ["NotebookFailure", "execute", "results_path", "environ"]
+__all__ = ["NotebookFailure", "execute", "results_path", "environ", "CellProgress", "KERNEL_ARGS"]
 
 
 @dataclass
@@ -49,6 +49,73 @@ QUIET_ENV = {"TQDM_DISABLE": "1",
              # tqdm.auto warns at import in a kernel without ipywidgets; the pages have no
              # bars to show, so the warning tells the reader nothing
              "PYTHONWARNINGS": "ignore:IProgress not found"}
+
+
+#: Arguments of every kernel the build starts: its own log (not the notebook's output)
+#: keeps to errors, so a build's terminal does not show the kernel's start-up warnings
+#: ("Kernel is running over TCP without encryption").
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
+
+
+class CellProgress:
+    """A terminal bar over a notebook's code cells, named by the section being executed
+    (``[k/N] <heading>``): papermill calls :meth:`start` before each cell."""
+
+    def __init__(self, key: str, n_code_cells: int):
+        from tqdm import tqdm
+
+        self.key, self.heading = key, ""
+        self.bar = tqdm(total=n_code_cells, unit="cell", leave=False, dynamic_ncols=True,
+                        desc=key, bar_format="{desc}: cell {n_fmt} of {total_fmt} "
+                                             "[{elapsed}]{postfix}")
+
+    def watch(self, folder: Path) -> Path:
+        """A file for the kernel's training bars (``ROBATTR_PROGRESS``): its last bar is
+        shown after the cell's heading, once a second, until :meth:`close`."""
+        import tempfile
+        import threading
+
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".progress-", suffix=".txt")
+        os.close(fd)
+        self.file, self.stop = Path(name), threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+        return self.file
+
+    def _poll(self):
+        while not self.stop.wait(1.0):
+            try:
+                with open(self.file, "rb") as f:
+                    f.seek(max(0, self.file.stat().st_size - 400))
+                    tail = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            parts = [p.strip() for p in tail.replace("\n", "\r").split("\r") if p.strip()]
+            self.bar.set_postfix_str(f"training {parts[-1]}" if parts else "", refresh=True)
+
+    def start(self, cell=None, cell_index=None, **_):
+        if cell is None:
+            return
+        if cell.cell_type == "markdown":
+            heads = [line.lstrip("#").strip() for line in cell.source.splitlines()
+                     if line.startswith("#")]
+            self.heading = heads[-1] if heads else self.heading
+            return
+        if cell.cell_type == "code":
+            if self.bar.n < self.bar.total:
+                self.bar.update()
+            head = self.heading[:50] + ("…" if len(self.heading) > 50 else "")
+            self.bar.set_description_str(f"{self.key} [{head}]" if head else self.key)
+            self.bar.set_postfix_str("")
+            if getattr(self, "file", None) is not None:
+                self.file.write_text("")      # a new cell: the last one's bar is done
+
+    def close(self):
+        if getattr(self, "stop", None) is not None:
+            self.stop.set()
+            self.thread.join()
+            self.file.unlink(missing_ok=True)
+        self.bar.close()
 
 
 @contextlib.contextmanager
@@ -85,11 +152,16 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
     env = {results.ENV: str(results_csv), **QUIET_ENV}    # inherited by the kernel process
     if os.environ.get("PYTHONWARNINGS"):
         env["PYTHONWARNINGS"] = f"{os.environ['PYTHONWARNINGS']},{QUIET_ENV['PYTHONWARNINGS']}"
+    cells = CellProgress(nb.key, _code_cells(nb.path) + 1) if progress else None  # + injected
+    if progress:          # the kernel's zoo trainings write their bars where the cells' bar reads
+        env[context.PROGRESS_ENV] = str(cells.watch(output.parent))
+    hooks = {"on_cell_start": cells.start} if cells else {}
     try:
         with environ(env):
             papermill.execute_notebook(str(nb.path), str(output), parameters=params,
-                                       progress_bar=progress, cwd=str(output.parent),
-                                       kernel_name="python3")
+                                       progress_bar=False, cwd=str(output.parent),
+                                       kernel_name="python3", extra_arguments=KERNEL_ARGS,
+                                       **hooks)
     except PapermillExecutionError as err:
         # papermill inserts one cell after the parameters cell: map back to the source
         cell = err.cell_index - (err.cell_index > parameters_cell_index(nb.path))
@@ -98,8 +170,18 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
                                f"{err.ename}: {err.evalue} [in `{first.strip()[:60]}`]")
     except Exception as err:  # kernel died, bad notebook file, ...
         return NotebookFailure(nb.key, output, None, f"{type(err).__name__}: {err}")
+    finally:
+        if cells is not None:
+            cells.close()
     _tag_injected_cell(nb, params, output)
     return None
+
+
+def _code_cells(path: Path) -> int:
+    import json
+
+    return sum(c.get("cell_type") == "code"
+               for c in json.loads(Path(path).read_text(encoding="utf-8"))["cells"])
 
 
 def _tag_injected_cell(nb: Notebook, params: dict[str, Any], output: Path) -> None:

@@ -122,7 +122,8 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
         weight_decay: float = 0.0, milestones: list[int] | None = None, seed: int = 0,
         device: str | torch.device = "auto", progress: bool = True,
         measure_memory: bool = True, augment: str = "none",
-        schedule: str = "step", checkpoint: Checkpoint | None = None) -> History:
+        schedule: str = "step", checkpoint: Checkpoint | None = None,
+        progress_file=None) -> History:
     """Train ``model`` in place on ``train_set`` and return its :class:`History`.
 
     ``train_set`` is a Dataset of ``(x, y)`` or a tuple of tensors ``(X, y)``. A set held
@@ -136,7 +137,8 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
     ``"step"`` (the rate times 0.1 at each of the ``milestones`` epochs; constant without
     them), ``"cosine"`` or ``"onecycle"`` (per batch). Seeds everything with ``seed``
     (shuffling and augmentation included); full precision (no AMP). One tqdm bar over all
-    batches unless ``progress=False``. ``measure_memory`` records the peak memory (module
+    batches unless ``progress=False``, written to ``progress_file`` (default: stderr).
+    ``measure_memory`` records the peak memory (module
     docstring). The model ends on ``device`` in eval mode.
 
     ``checkpoint`` (a :class:`~robattr.train.checkpoint.Checkpoint`, e.g. a
@@ -188,6 +190,7 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
     from tqdm import tqdm
 
     bar = tqdm(total=epochs * len(dl), initial=start * len(dl), disable=not progress,
+               file=progress_file,
                unit="batch", leave=False, desc=f"{loss_fn.name} {start + 1}/{epochs}",
                dynamic_ncols=True)
     try:

@@ -123,6 +123,21 @@ def get_config(cfg: dict[str, Any], *, dataset: Any = None,
     return model.to(dev).eval()
 
 
+def _progress(progress: bool) -> dict[str, Any]:
+    """How a training shows its progress: as asked; in a kernel that the build runs, never
+    on the page, but, when ``ROBATTR_PROGRESS`` names a file (``robattr run``), in that
+    file, which the build shows in its terminal: a training of minutes would otherwise
+    look like a hung build."""
+    from robattr import context
+
+    ctx = context.current()
+    if ctx.progress:
+        return {"progress": True, "progress_file": open(ctx.progress, "a", encoding="utf-8")}  # noqa: SIM115
+    if ctx.results or ctx.notebook:       # a kernel of the build: no bar on the page
+        return {"progress": False}
+    return {"progress": progress}
+
+
 def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
            progress: bool) -> nn.Module:
     from robattr import __version__, data
@@ -141,9 +156,9 @@ def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
     hist = fit(model, train_set, loss=_loss(cfg),
                epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"],
                optimizer=cfg["optimizer"], weight_decay=cfg["weight_decay"],
-               milestones=cfg["milestones"], seed=cfg["seed"], device=dev, progress=progress,
+               milestones=cfg["milestones"], seed=cfg["seed"], device=dev,
                augment=cfg.get("augment", "none"), schedule=cfg.get("schedule", "step"),
-               checkpoint=ckpt)
+               checkpoint=ckpt, **_progress(progress))
     wall = time.perf_counter() - t0 + sum(hist.seconds[:resumed])
     test_acc = evaluate(model, data.load(dataset, split="test"), device=dev)
     meta = {
