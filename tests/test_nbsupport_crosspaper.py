@@ -1,7 +1,8 @@
 """The package functions that crosspaper/matrix calls instead of computing in its cells
 (issue 19): one model under every evaluation (evaluate_all), a headline's per-image values
-(headline_per_image), each paper's defenses against CE (defenses_against_reference), the
-bootstrap terms of Spearman's rho (spearman_terms) and the Pareto front (pareto_front).
+(headline_per_image), each paper's defenses against CE (defenses_against_reference) and the
+Pareto front (pareto_front). The agreement of two evaluations (Spearman's rho with its
+bootstrap) is robattr.verdicts.rank_agreement, tested in tests/test_verdicts.py.
 Where the notebook used to compute the same thing itself, its old code is the reference."""
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from scipy import stats
 
 from robattr import attack_protocol as P
 from robattr.attacks import topk_attack
@@ -193,26 +193,6 @@ def test_defenses_against_reference_refuses_bad_input():
         E.defenses_against_reference(m, [("wang2020", "SSR")], HEAD)
 
 
-# --------------------------------------------------------------------------- spearman_terms
-def test_spearman_terms_average_to_spearman_rho():
-    rng = np.random.default_rng(1)
-    for n in (2, 3, 5, 10):
-        for _ in range(10):
-            a, b = rng.integers(0, 4, n).astype(float), rng.normal(size=n)
-            if len(set(a)) < 2:
-                continue
-            t = E.spearman_terms(a, b)
-            assert t.shape == (n,)
-            assert np.isclose(t.mean(), stats.spearmanr(a, b).statistic)
-
-
-def test_spearman_terms_refuses_bad_input():
-    for a, b, match in [([1.0], [2.0], "length >= 2"), ([1, 2, 3], [1, 2], "same length"),
-                        ([1, 1, 1], [1, 2, 3], "a is constant"), ([1, 2], [np.nan, 1], "finite")]:
-        with pytest.raises(ValueError, match=match):
-            E.spearman_terms(a, b)
-
-
 # --------------------------------------------------------------------------- pareto_front
 def test_pareto_front_known_case():
     score = pd.Series({"CE": 3.0, "A": 1.0, "B": 2.0, "C": 2.0, "D": 1.0})
@@ -245,6 +225,7 @@ def test_pareto_front_refuses_bad_input():
 
 def test_the_names_are_public():
     for name in ("evaluate_all", "headline_per_image", "defenses_against_reference",
-                 "spearman_terms", "pareto_front", "PER_IMAGE_HEADLINES"):
+                 "pareto_front", "PER_IMAGE_HEADLINES"):
         assert name in E.__all__
+    assert "spearman_terms" not in E.__all__   # its bootstrap left [-1, 1] (issue 41)
     assert set(E.PER_IMAGE_HEADLINES) <= set(E.EVALUATIONS)

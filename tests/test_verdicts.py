@@ -303,6 +303,10 @@ def _every_rule_outcome():
             "holds": lambda: verdicts.beyond_seeds(h, 0.5, 0.1, n_seeds=3),
             "does not hold": lambda: verdicts.beyond_seeds(f, -0.5, 0.1, n_seeds=3),
             "inconclusive": lambda: verdicts.beyond_seeds(h, 0.05, 0.1, n_seeds=3)},
+        "rank_agreement": {
+            "holds": lambda: verdicts.rank_agreement(base, base + 0.1 * noise),
+            "does not hold": lambda: verdicts.rank_agreement(base, -base + 0.1 * noise),
+            "inconclusive": lambda: verdicts.rank_agreement(base, rng.normal(size=40))},
         "within_hypothesis": {
             "not comparable": lambda: verdicts.within_hypothesis(h, "smooth", "max-pooling"),
             "holds": lambda: verdicts.within_hypothesis(h, "smooth", None),
@@ -433,7 +437,7 @@ def test_every_rule_reaches_each_of_its_outcomes():
     rules = {name for name in verdicts.__all__ if callable(getattr(verdicts, name))
              and name not in {"Verdict", "Scale", "set_scale", "current_scale", "print_cells",
                               "training_summary", "share_cases_needed", "seed_spread",
-                              "underpowered", "bootstrap_interval"}}
+                              "underpowered", "bootstrap_interval", "spearman_interval"}}
     assert rules == set(table), f"rules without outcome data: {rules ^ set(table)}"
     for name, outcomes in table.items():
         for want, make in outcomes.items():
@@ -449,6 +453,54 @@ def test_share_says_when_its_cases_cannot_confirm_the_claim():
     assert v.verdict == "inconclusive" and f"needs at least {need}" in v.rule
     assert "count of violations" in verdicts.share(50, 50, at_least=1.0).rule
     assert "needs" not in verdicts.share(7, 8, at_least=0.5).rule   # reachable: no note
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5, 5), st.floats(-1e6, 1e6, allow_nan=False)),
+                min_size=2, max_size=15),
+       st.integers(0, 2 ** 16))
+def test_spearman_interval_stays_within_minus_one_and_one(pairs, seed):
+    """The bootstrap recomputes rho on resampled pairs, so the interval lies in [-1, 1]
+    (issue 41: the old one, a bootstrap of the mean of rank products, left it)."""
+    a, b = (np.array(v, dtype=float) for v in zip(*pairs))
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        with pytest.raises(ValueError, match="constant"):
+            verdicts.spearman_interval(a, b, n_boot=200, seed=seed)
+        return
+    rho, lo, hi, left_out = verdicts.spearman_interval(a, b, n_boot=200, seed=seed)
+    from scipy import stats
+    assert np.isclose(rho, stats.spearmanr(a, b).statistic)
+    assert -1.0 <= lo <= hi <= 1.0
+    assert 0 <= left_out <= 200
+    assert verdicts.rank_agreement(a, b, n_boot=200, seed=seed).verdict in VERDICTS
+
+
+def test_spearman_interval_contains_rho_and_the_old_bootstrap_did_not_stay_in_range():
+    from scipy import stats
+    rng = np.random.default_rng(4)
+    for n, strength in [(8, 0.3), (10, 1.0), (20, 0.5), (40, 0.0), (10, 5.0)]:
+        for _ in range(10):
+            a = rng.normal(size=n)
+            b = strength * a + rng.normal(size=n)
+            rho, lo, hi, _ = verdicts.spearman_interval(a, b, n_boot=1000)
+            assert -1 <= lo <= rho <= hi <= 1, (n, strength, rho, lo, hi)
+    # ten rows that agree almost perfectly: resampling the mean of the products of standardised
+    # ranks (the old rule) reaches above 1; the new interval cannot
+    a = np.arange(10.0)
+    b = a.copy()
+    b[[0, 1]] = b[[1, 0]]
+    terms = [(r - r.mean()) / r.std() for r in (stats.rankdata(a), stats.rankdata(b))]
+    assert verdicts.bootstrap_interval(terms[0] * terms[1])[1] > 1
+    rho, lo, hi, _ = verdicts.spearman_interval(a, b)
+    assert lo <= rho <= hi <= 1
+    v = verdicts.rank_agreement(a, b, what="A, B", unit="training methods")
+    assert v.verdict == "holds" and "resampling the training methods" in v.rule
+    # two units always have rho = +-1: no interval worth the name
+    assert verdicts.rank_agreement([1.0, 2.0], [3.0, 4.0]).verdict == "inconclusive"
+    with pytest.raises(ValueError, match="paired"):
+        verdicts.spearman_interval([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="a is constant"):
+        verdicts.spearman_interval([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])
 
 
 def test_share_clustered_resamples_images_not_cases():
@@ -485,6 +537,8 @@ def test_training_summary_reads_the_zoo_metadata():
         "test accuracy 38.5 %, 3 epochs on 1000 images"
     assert verdicts.training_summary([model(0.35, 3, 1000), model(0.41, 3, 1000)]) == \
         "test accuracy 35.0–41.0 % (2 models), 3 epochs on 1000 images"
+    assert verdicts.training_summary(model(0.5, 1, 1000)) == \
+        "test accuracy 50.0 %, 1 epoch on 1000 images"      # not "1 epochs" (issue 41)
     assert "not from the zoo" in verdicts.training_summary(nn.Linear(2, 2))
     weak = model(0.385, 5, 50000)
     weak.zoo_meta["config"].update(dataset="cifar10", arch="lenet")

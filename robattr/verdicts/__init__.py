@@ -20,6 +20,9 @@ The rules (each can return every outcome it names; ``tests/test_verdicts.py`` re
   reachable at all: :func:`share_cases_needed`);
 * :func:`share_clustered`: the same share when cases come in correlated groups (one
   image under several models or budgets): a cluster bootstrap over whole images;
+* :func:`rank_agreement`: "two evaluations rank the units alike": Spearman's ρ with a
+  bootstrap interval that resamples whole pairs and recomputes ρ
+  (:func:`spearman_interval`, always within [−1, 1]), above 0 / below 0 / holding 0;
 * :func:`attack_effective`: the guard of a robustness claim: when the attacked maps move
   no more than under random noise of the same size, the attack is ineffective at this
   scale and the claim is inconclusive, whatever the method;
@@ -44,12 +47,13 @@ from robattr.verdicts.guards import (MIN_SEEDS, beyond_seeds, models_fit, seed_s
                                      within_hypothesis)
 from robattr.verdicts.rules import (COMBINE_RULE, VERDICTS, Verdict, attack_effective,
                                     bootstrap_interval, combine, exact, gap, negate, not_worse,
-                                    share, share_cases_needed, share_clustered, underpowered)
+                                    rank_agreement, share, share_cases_needed, share_clustered,
+                                    spearman_interval, underpowered)
 from robattr.verdicts.scale import (PROFILE_ENV, Scale, current_scale, print_cells, set_scale,
                                     training_summary)
 
 __all__ = ["VERDICTS", "Verdict", "gap", "not_worse", "combine", "COMBINE_RULE", "negate",
            "exact", "share", "share_cases_needed", "underpowered", "share_clustered",
-           "attack_effective", "within_hypothesis", "models_fit", "seed_spread", "beyond_seeds",
-           "MIN_SEEDS", "Scale", "set_scale", "training_summary", "current_scale", "PROFILE_ENV",
-           "print_cells", "bootstrap_interval"]
+           "rank_agreement", "spearman_interval", "attack_effective", "within_hypothesis",
+           "models_fit", "seed_spread", "beyond_seeds", "MIN_SEEDS", "Scale", "set_scale",
+           "training_summary", "current_scale", "PROFILE_ENV", "print_cells", "bootstrap_interval"]

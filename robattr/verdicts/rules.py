@@ -10,7 +10,7 @@ import numpy as np
 
 __all__ = ["VERDICTS", "Verdict", "bootstrap_interval", "gap", "not_worse", "combine",
            "COMBINE_RULE", "negate", "exact", "share", "share_cases_needed", "underpowered",
-           "share_clustered", "attack_effective"]
+           "share_clustered", "spearman_interval", "rank_agreement", "attack_effective"]
 
 #: The verdicts, and how each is rendered (marks that every text font has, no emoji).
 VERDICTS = {
@@ -346,6 +346,72 @@ def share_clustered(hits, groups, *, at_least: float, level: float = 0.95,
     if hi < at_least:
         return Verdict("does not hold", where)
     return Verdict("inconclusive", where)
+
+
+def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman's ρ of each row pair of ``a`` and ``b`` (2-D, one sample per row; average
+    ranks for ties); NaN where a row of either is constant (no ranking, no ρ)."""
+    from scipy import stats
+
+    ra, rb = (stats.rankdata(v, axis=1) for v in (a, b))
+    ra, rb = ra - ra.mean(1, keepdims=True), rb - rb.mean(1, keepdims=True)
+    den = np.sqrt((ra ** 2).sum(1) * (rb ** 2).sum(1))
+    ok = den > 0
+    rho = np.full(a.shape[0], np.nan)
+    rho[ok] = np.clip((ra * rb).sum(1)[ok] / den[ok], -1.0, 1.0)
+    return rho
+
+
+def spearman_interval(a, b, *, level: float = 0.95, n_boot: int = 4000,
+                      seed: int = 0) -> tuple[float, float, float, int]:
+    """Spearman's ρ between paired values ``a`` and ``b`` (one pair per unit: a model, an
+    image) and its percentile bootstrap interval over the units: each resample draws whole
+    pairs ``(a_i, b_i)`` with replacement and recomputes ρ on them, so every resampled ρ,
+    and the interval, lies in [−1, 1]. A resample in which ``a`` or ``b`` is constant has
+    no ranking and no ρ, and is left out. Returns ``(rho, lo, hi, n_left_out)``; raises
+    ``ValueError`` when ``a`` or ``b`` itself is constant."""
+    a, b = _values("a", a), _values("b", b)
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must be paired (same length), got {a.size} and {b.size}")
+    if a.size < 2:
+        raise ValueError(f"a rank correlation needs at least 2 pairs, got {a.size}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    for name, v in (("a", a), ("b", b)):
+        if np.ptp(v) == 0:
+            raise ValueError(f"{name} is constant: it has no ranking")
+    rho = float(_spearman_rows(a[None], b[None])[0])
+    pick = np.random.default_rng(seed).integers(0, a.size, size=(n_boot, a.size))
+    boot = _spearman_rows(a[pick], b[pick])
+    kept = boot[np.isfinite(boot)]
+    if kept.size == 0:
+        return rho, rho, rho, int(n_boot)
+    lo, hi = np.quantile(kept, [(1 - level) / 2, (1 + level) / 2])
+    return rho, float(lo), float(hi), int(n_boot - kept.size)
+
+
+def rank_agreement(a, b, *, level: float = 0.95, what: str = "a, b", unit: str = "units",
+                   min_units: int = 3, n_boot: int = 4000, seed: int = 0) -> Verdict:
+    """"``a`` and ``b`` rank the units alike" (two evaluations of the same models, say):
+    Spearman's ρ and its bootstrap interval over the units (:func:`spearman_interval`,
+    which resamples whole pairs and recomputes ρ). Entirely above 0 → holds (they agree);
+    entirely below 0 → does not hold (they rank the units the opposite way); otherwise
+    inconclusive. Fewer than ``min_units`` units give no interval worth the name (two
+    units always have ρ = ±1), hence inconclusive."""
+    rho, lo, hi, left_out = spearman_interval(a, b, level=level, n_boot=n_boot, seed=seed)
+    n = _values("a", a).size
+    dropped = (f"; {left_out} of {n_boot} resamples left out (a side constant, no rho)"
+               if left_out else "")
+    where = (f"Spearman rho({what}) = {_fmt(rho)}, {int(level * 100)} % bootstrap interval "
+             f"(resampling the {unit}, rho recomputed) [{_fmt(lo)}, {_fmt(hi)}] over {n} "
+             f"{unit}{dropped}")
+    if n < min_units:
+        return Verdict("inconclusive", f"{where}: fewer than {min_units} {unit} give no interval")
+    if lo > 0:
+        return Verdict("holds", f"{where}: above 0, they agree")
+    if hi < 0:
+        return Verdict("does not hold", f"{where}: below 0, they rank the {unit} the other way")
+    return Verdict("inconclusive", f"{where}: the interval holds 0")
 
 
 def attack_effective(attacked, random, *, level: float = 0.95, n_boot: int = 4000,

@@ -7,8 +7,9 @@
 * :func:`higher_is_better`: which way each key is "more robust" (used to rank models);
 * :func:`training_cost`: a zoo model's accuracy and training cost, from ``model.zoo_meta``;
 * :func:`defenses_against_reference` (each paper's defenses against standard training),
-  :func:`spearman_terms` (the bootstrap terms of Spearman's ρ), :func:`learned_rows` (the
-  models that learned their task) and :func:`pareto_front` (robustness against cost).
+  :func:`learned_rows` (the models that learned their task) and :func:`pareto_front`
+  (robustness against cost). The agreement of two evaluations is
+  :func:`robattr.verdicts.rank_agreement` (a bootstrap that recomputes Spearman's ρ).
 
 The claims about training time rest on :mod:`robattr.timing`, which the joo2023 chapter
 shares.
@@ -31,7 +32,7 @@ from robattr.utils import check_image_batch, check_int, check_model
 
 __all__ = ["training_cost", "higher_is_better", "EVALUATIONS", "PER_IMAGE_HEADLINES",
            "evaluate_all", "headline_per_image", "defenses_against_reference",
-           "spearman_terms", "learned_rows", "pareto_front"]
+           "learned_rows", "pareto_front"]
 
 
 # --------------------------------------------------------------------------- cost
@@ -217,27 +218,6 @@ def defenses_against_reference(matrix, defenses: dict, headlines: Sequence,
                          "defense_value": own, beats: bool(s * (own - ref_v) > 0),
                          f"{beats}_on_other_headlines": f"{int(wins)} of {len(others)}"})
     return pd.DataFrame(rows)
-
-
-def spearman_terms(a, b) -> np.ndarray:
-    """The per-row terms whose mean is Spearman's ρ between ``a`` and ``b``: the products
-    of their standardised ranks (average ranks for ties, population standard deviation).
-    Resampling these terms gives a bootstrap interval for ρ over the rows."""
-    from scipy import stats
-
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.ndim != 1 or a.shape != b.shape or a.size < 2:
-        raise ValueError(f"a and b must be 1-D of the same length >= 2, got shapes "
-                         f"{a.shape} and {b.shape}")
-    if not (np.isfinite(a).all() and np.isfinite(b).all()):
-        raise ValueError("a and b must be finite")
-    terms = []
-    for name, v in (("a", a), ("b", b)):
-        r = stats.rankdata(v)
-        if r.std() == 0:
-            raise ValueError(f"{name} is constant: it has no ranking")
-        terms.append((r - r.mean()) / r.std())
-    return terms[0] * terms[1]
 
 
 def learned_rows(test_acc, min_acc: float, *, at_least: int = 2) -> tuple[list, list]:
