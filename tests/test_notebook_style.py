@@ -73,3 +73,17 @@ def test_no_helper_is_defined_in_two_notebooks():
                     where[node.name].add(key(p))
     copied = {name: sorted(keys) for name, keys in where.items() if len(keys) > 1}
     assert not copied, f"defined in more than one notebook (move them into robattr): {copied}"
+
+
+def test_no_table_is_shown_twice():
+    """``viz.show_table`` displays its table and returns it: as a cell's last expression the
+    returned table is shown a second time (issue 41: Table 4 printed twice)."""
+    twice = []
+    for p in NOTEBOOKS:
+        for i, c in code_cells(p):
+            body = ast.parse("".join(c["source"])).body
+            last = body[-1] if body else None
+            if (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+                    and ast.unparse(last.value.func).split(".")[-1] == "show_table"):
+                twice.append(f"{key(p)} cell {i}")
+    assert not twice, f"a table shown twice (assign the call: `_ = viz.show_table(...)`): {twice}"

@@ -60,7 +60,8 @@ def random_deviation(model, x: torch.Tensor, y: torch.Tensor, method: str, norm:
 
 #: the hypotheses under which 001 states its bounds (Thm 1-2, Cor 1: "Given a twice-differentiable
 #: classifier [...] assume that g^y is locally linear within the neighborhood of x")
-HYPOTHESIS_001 = "001: a twice-differentiable classifier whose attribution is locally linear on the ball"
+HYPOTHESIS_001 = ("wangkong2023 Thm 1-2: a twice-differentiable classifier whose attribution is locally "
+                  "linear on the ball")
 
 
 def guarded(rule, attacked, random, broken: str | None = None):
