@@ -107,3 +107,25 @@ def test_chapter_profile_files_are_merged_and_checked(tmp_path, monkeypatch):
         profiles.load_profile("smoke")
     (fake / "chapters" / "ch.yml").write_text("smoke:\n  ch/nb: {a: 1}\n")
     assert profiles.load_profile("smoke")["notebooks"] == {"ch/nb": {"a": 1}}
+
+
+def test_every_chapter_page_links_its_paper():
+    root = Path(__file__).resolve().parents[1]
+    assert set(papers.LINKS) == set(papers.CITATIONS)
+    for key, url in papers.LINKS.items():
+        assert url in (root / "book" / key / "index.md").read_text(encoding="utf-8"), key
+
+
+def test_the_glossary_defines_the_books_terms_once_and_is_in_the_book():
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "book" / "glossary.md").read_text(encoding="utf-8")
+    body = text.split("```{glossary}", 1)[1].split("```", 1)[0]
+    terms = re.findall(r"^(\S.*)$", body, flags=re.M)
+    assert len(terms) == len(set(terms)) >= 30
+    for term in ("top-k intersection", "RPS", "Insertion", "Adv-Insertion", "T_e", "T'_e",
+                 "verdict", "statement", "empirical claim"):
+        assert term in terms, term
+    toc = (root / "_toc.yml").read_text(encoding="utf-8")
+    assert "file: book/glossary" in toc and "file: book/setup" in toc

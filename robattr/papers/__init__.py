@@ -33,7 +33,7 @@ from typing import Sequence
 from robattr.papers.printed import TABLES_DIR, table, tables
 from robattr.verdicts import VERDICTS, Verdict  # the verdicts a claim can carry
 
-__all__ = ["TABLES_DIR", "CITATIONS", "tables", "table", "compare", "statement", "claim",
+__all__ = ["TABLES_DIR", "CITATIONS", "LINKS", "tables", "table", "compare", "statement", "claim",
            "check", "demonstrate", "question", "untested", "CheckFailed", "KINDS", "TALLIED", "VERDICTS",
            "STATEMENT_WORDS"]
 
@@ -59,6 +59,16 @@ CITATIONS = {
                "Unreliable Neural Networks: Locally Smoothing Perspective of Model "
                "Interpretation. CVPR 2021.",
 }
+
+#: Where each paper can be read (arXiv; joo2023 also by its DOI), linked from its chapter page
+LINKS = {
+    "wang2020": "https://arxiv.org/abs/2006.06643",
+    "wangkong2023": "https://arxiv.org/abs/2303.00340",
+    "wangkong2025": "https://arxiv.org/abs/2405.06361",
+    "joo2023": "https://arxiv.org/abs/2211.15900",
+    "lim2021": "https://arxiv.org/abs/2103.14332",
+}
+
 
 def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
             where: dict | None = None, ours_label: str = "ours", paper_label: str = "paper"):
