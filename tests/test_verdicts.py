@@ -748,3 +748,44 @@ def test_verdicts_page_follows_the_book_and_keeps_rows_short(tmp_path, monkeypat
     row = next(line for line in page.splitlines() if line.startswith("| claim of wang2020"))
     assert "<details><summary>rule and numbers</summary>0 violations in 9 cases</details>" in row
     assert "✓ holds" in row and "profile" not in row
+
+
+def test_what_we_found_shows_each_line_at_the_strongest_scale_on_record(tmp_path, monkeypatch):
+    """A chapter's "What we found" box: one row per statement and claim of the paper (no
+    check, demonstration or question), the verdict of a kept paper-profile run, else of a
+    medium one, else this build's; the stale mark, the verdict's colour and its word."""
+    from robattr.book import findings, verdicts_page
+
+    (tmp_path / "book" / "wang2020").mkdir(parents=True)
+    monkeypatch.setenv(results.ENV, str(tmp_path / "book" / "wang2020" / "t.results.csv"))
+    papers.claim("claim A", Verdict("inconclusive", "rA"), place="Table 3")
+    papers.claim("claim B", Verdict("holds", "rB"), place="Table 4")
+    papers.statement("Thm 2 as printed", verdicts.exact(5, 5), place="Thm 2", erratum="erratum-w-thm2")
+    papers.check("our identity", verdicts.exact(0, 5))
+    claims = verdicts_page.collect(tmp_path / "book")
+    claims = claims[claims["kind"].isin(papers.TALLIED)]
+    refs = {"medium": {"status": {"wang2020/t": "stale"},
+                       "claims": {("wang2020/t", "claim A"): "does not hold"},
+                       "detail": {("wang2020/t", "claim A"): ("mean gap = -0.2", "cifar10 32×32, lenet")}}}
+    assert findings.strongest(refs, "wang2020/t", "claim A", "inconclusive", "digits") == \
+        ("medium reference (stale)", "does not hold", "cifar10 32×32, lenet", "mean gap = -0.2")
+    assert findings.strongest(refs, "wang2020/t", "claim B", "holds", "digits", "rB") == \
+        ("this build", "holds", "digits", "rB")
+    refs["paper"] = {"status": {"wang2020/t": "fresh"},
+                     "claims": {("wang2020/t", "claim A"): "holds"}}
+    assert findings.strongest(refs, "wang2020/t", "claim A", "inconclusive", "digits")[:2] == \
+        ("paper reference", "holds")
+    del refs["paper"]
+    findings.chapter_findings(tmp_path, "wang2020", claims, refs)
+    box = (tmp_path / "book" / "wang2020" / "findings.md").read_text()
+    rows = [line for line in box.splitlines() if line.startswith("| ") and "claim |" not in line]
+    assert len(rows) == 3 and "our identity" not in box
+    assert box.index("**Statements, tested as printed** (1)") < box.index("**Empirical claims** (2)")
+    a = next(r for r in rows if "claim A" in r)
+    assert f'<span style="color:{findings.COLOURS["does not hold"]}">✗ does not hold</span>' in a
+    assert "medium reference (stale): cifar10 32×32" in a and "this build: ≈ inconclusive" in a
+    assert '<a href="wang2020/t.html#' in a
+    assert "✗ does not hold as printed" in next(r for r in rows if "Thm 2" in r)
+    empty = claims.iloc[:0]
+    findings.chapter_findings(tmp_path, "wang2020", empty, {})
+    assert "No run of this build" in (tmp_path / "book" / "wang2020" / "findings.md").read_text()

@@ -21,6 +21,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from robattr.book.lines import cell as _cell
+from robattr.book.lines import details as _details
+from robattr.book.lines import mark as _mark
+from robattr.book.lines import names_place as _names_place
+from robattr.book.lines import reference_parts as _reference_parts
+from robattr.book.lines import scale_parts as _scale_parts
+from robattr.book.lines import short_scale as _short_scale
+from robattr.book.lines import verdict_word as _verdict_word
+from robattr.book.lines import where as _where
+from robattr.book.findings import chapter_findings
 from robattr.book.stamps import read_stamps
 from robattr.book.tallies import (all_tallies, chapter_tally, collect_untested, recorded,
                                   reference_tallied, tallies, tally_lines)
@@ -84,73 +94,7 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
     return out
 
 
-def _reference_parts(ref: dict, key: str, text: str, scale: str = "") -> tuple[str, str]:
-    """A reference's verdict word on a claim and what lies behind it (its rule and numbers
-    and its own scale, or that it ran at this build's settings)."""
-    from robattr.papers import _same_scale
-
-    state = ref["status"].get(key, "missing")
-    if state == "missing":
-        return "no run", ""
-    verdict = ref["claims"].get((key, text))
-    if not verdict:
-        return "not tested", ""
-    word = verdict + (" (stale)" if state == "stale" else "")
-    rule, where = ref.get("detail", {}).get((key, text), ("", ""))
-    if where and scale and _same_scale(where, scale):
-        return word, "same settings as this build: the same evidence, not a corroboration"
-    return word, "; ".join(p for p in (rule, where) if p)
-
-
 # --------------------------------------------------------------------------- reader's text
-def _split_top(text: str) -> list[str]:
-    """``text`` split at the commas that are outside brackets."""
-    parts, depth, cur = [], 0, ""
-    for k, ch in enumerate(text):
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if ch == "," and depth == 0 and text[k + 1:k + 2] == " ":
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    return [p for p in parts + [cur.strip()] if p]
-
-
-def _scale_parts(scale: str) -> list[str]:
-    """The parts of a scale line without the profile (the page says which profile ran)."""
-    return [p for p in _split_top(str(scale))
-            if not p.startswith("profile ") and p != "run outside the pipeline"]
-
-
-def _short_scale(scale: str) -> str:
-    """The scale in a few words: the data, the trained models' test accuracy and the
-    number of items (the model and its training budget are with the rule)."""
-    parts = _scale_parts(scale)
-    if not parts:
-        return ""
-    head = parts[0]
-    if not re.fullmatch(r"[\w-]+ \d+×\d+", head) and len(head) > 40:
-        head = re.split(r" \(|:", head)[0]
-    out = [head]
-    for p in parts[1:]:
-        m = re.match(r"test accuracy ([\d.–]+ %)", p)
-        if m:
-            out.append(f"test accuracy {m.group(1)}")
-    if len(parts) > 1 and re.match(r"\d", parts[-1]):
-        out.append(parts[-1])
-    return " · ".join(out)
-
-
-def _details(head: str, body: str, summary: str = "numbers") -> str:
-    """A table cell with ``body`` a click away (an HTML details element on one line; its
-    text is still Markdown, so ``$...$`` is typeset)."""
-    if not body:
-        return head
-    return (f"{head} <details><summary>{summary}</summary>"
-            f"{_cell(body).replace('<', '&lt;')}</details>").strip()
-
-
 def _chapter_title(chapter: str) -> str:
     """A chapter's heading: the paper's first author, its year and its key."""
     from robattr.papers import CITATIONS
@@ -164,30 +108,6 @@ def _chapter_title(chapter: str) -> str:
     who = f"{first} et al." if len(authors) > 2 else \
         f"{first} and {authors[1].split(' ')[-1]}" if len(authors) == 2 else first
     return f"{who} ({year}, `{chapter}`)"
-
-
-def _where(key: str, anchor: str) -> str:
-    """A short link to a claim in its notebook (the notebook's name, which may break at
-    "_"; the chapter is the section's)."""
-    name = key.split("/")[-1].replace("_", "_<wbr>")
-    return f'<a href="{key}.html#{anchor}">{name}</a>'
-
-
-def _verdict_word(kind: str, verdict: str) -> str:
-    from robattr.papers import STATEMENT_WORDS
-    from robattr.verdicts import VERDICTS
-
-    if kind == "statement" and verdict in STATEMENT_WORDS:
-        return STATEMENT_WORDS[verdict]
-    return VERDICTS.get(verdict, verdict)
-
-
-def _names_place(text: str, place: str) -> bool:
-    """Whether a claim's text already opens with its place ("Prop 1: ..." for "Prop. 1")."""
-    def norm(t: str) -> str:
-        return re.sub(r"[.\s]", "", t).lower()
-    head = norm(" ".join(place.replace(",", " ").split()[:2]))
-    return bool(head) and head in norm(text[:40])
 
 
 def _rows(chapter: str, group, refs: dict[str, dict], head: str) -> list[str]:
@@ -259,15 +179,6 @@ def book_order(root: Path, keys) -> list[str]:
         walk(yaml.safe_load(toc.read_text()))
     rank = {k: i for i, k in enumerate(order)}
     return sorted(dict.fromkeys(keys), key=lambda k: (rank.get(k, len(rank)), k))
-
-
-def _mark(word: str, kind: str = "claim") -> str:
-    """A verdict word as the page shows it (with its mark; a statement's "as printed"),
-    keeping a " (stale)"."""
-    verdict = word.removesuffix(" (stale)")
-    if verdict in ("no run", "not tested"):
-        return word
-    return _verdict_word(kind, verdict) + word[len(verdict):]
 
 
 def _reference_cell(ref: dict, key: str, text: str, scale: str = "") -> str:
@@ -429,10 +340,6 @@ def _apart_section(checks, demos, questions=None) -> list[str]:
     return lines
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def _figure(claims, path: Path) -> None:
     import seaborn as sns
     from matplotlib.figure import Figure
@@ -557,6 +464,7 @@ def write(root: Path, log=print) -> Path:
     untested = collect_untested(book_dir)
     for chapter in CITATIONS:
         chapter_tally(root, chapter, counts, refs, ref_counts, untested)
+        chapter_findings(root, chapter, claims, refs)
     all_tallies(root, counts, refs, ref_counts)
     page = book_dir / PAGE
     page.write_text("\n".join(lines))
