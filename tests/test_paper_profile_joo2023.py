@@ -140,14 +140,19 @@ def test_every_paper_setting_names_its_source():
         assert re.search(r"003|RobustAGA|not a paper setting", comment), line
 
 
-def test_only_smoke_and_paper_train_the_baselines(found):
-    """ATEX and IGA cost 11-14 CE runs each: the medium profile (CIFAR-10 LeNet) and the
-    quick one (its cold build's 15-minute budget) train neither, their rows then say why;
-    the paper profile trains both, and so does smoke, so that the tests run their code."""
+def test_the_papers_data_train_the_baselines_and_several_seeds(found):
+    """003 Table 1 has six rows: the medium and paper profiles train ATEX and IGA (11-14 CE
+    runs each) and three models per regulariser; the quick one (its cold build's budget)
+    trains neither, its rows then say why; smoke trains both baselines and two seeds, so
+    that the tests run that code."""
     key = "joo2023/table1_robustness"
-    assert profiles.resolve(found[key], "medium")["baselines"] == []
+    for tier in ("medium", "paper"):
+        assert profiles.resolve(found[key], tier)["baselines"] == ["ATEX", "IGA"], tier
+        assert profiles.resolve(found[key], tier)["reg_seeds"] == 3, tier
     assert profiles.resolve(found[key], "quick")["baselines"] == []
+    assert profiles.resolve(found[key], "quick")["reg_seeds"] == 1
     assert profiles.resolve(found[key], "smoke")["baselines"] == ["ATEX", "IGA"]
+    assert profiles.resolve(found[key], "smoke")["reg_seeds"] == 2
 
 
 def test_the_resnet_block_runs_in_the_paper_profile_only(found):

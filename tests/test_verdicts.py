@@ -307,6 +307,13 @@ def _every_rule_outcome():
             "holds": lambda: verdicts.rank_agreement(base, base + 0.1 * noise),
             "does not hold": lambda: verdicts.rank_agreement(base, -base + 0.1 * noise),
             "inconclusive": lambda: verdicts.rank_agreement(base, rng.normal(size=40))},
+        "gap_seeded": {
+            "holds": lambda: verdicts.gap_seeded(np.stack([base + 1] * 3) + noise[:3, None],
+                                                 np.stack([base] * 3)),
+            "does not hold": lambda: verdicts.gap_seeded(np.stack([base - 1] * 3),
+                                                         np.stack([base] * 3) + noise[:3, None]),
+            "inconclusive": lambda: verdicts.gap_seeded(np.stack([base + d for d in (1, -1, 0.1)]),
+                                                        np.stack([base] * 3))},
         "within_hypothesis": {
             "not comparable": lambda: verdicts.within_hypothesis(h, "smooth", "max-pooling"),
             "holds": lambda: verdicts.within_hypothesis(h, "smooth", None),
@@ -789,3 +796,52 @@ def test_what_we_found_shows_each_line_at_the_strongest_scale_on_record(tmp_path
     empty = claims.iloc[:0]
     findings.chapter_findings(tmp_path, "wang2020", empty, {})
     assert "No run of this build" in (tmp_path / "book" / "wang2020" / "findings.md").read_text()
+
+
+# --------------------------------------------------------------------------- several seeds
+def test_gap_seeded_carries_the_seed_noise_into_the_interval():
+    rng = np.random.default_rng(0)
+    images = rng.normal(0, 1, 200)                       # what every model shares per image
+    noise = lambda s: rng.normal(0, 0.01, (s, 200))      # noqa: E731 - tiny per-image noise
+    # three models of A whose seeds disagree by far more than B's gap: pooled over images the
+    # difference looks sure; with the seeds resampled it is not
+    a = images + np.array([[1.0], [-0.8], [1.1]]) + noise(3)
+    b = images + noise(3)
+    pooled = verdicts.gap(a.mean(0), b.mean(0))
+    assert pooled.verdict == "holds"
+    v = verdicts.gap_seeded(a, b, what="A − B")
+    assert v.verdict == "inconclusive" and "3 and 3 seeds × 200 images" in v.rule
+    # a clear effect at every seed holds, and swapping the methods mirrors it
+    a2 = images + 0.5 + noise(3)
+    assert verdicts.gap_seeded(a2, b).verdict == "holds"
+    assert verdicts.gap_seeded(b, a2).verdict == "does not hold"
+    assert verdicts.gap_seeded(b, a2, higher_is_better=False).verdict == "holds"
+    # non-inferiority: slightly worse, within the margin, holds; far worse does not
+    assert verdicts.gap_seeded(b - 0.05, b + noise(3) * 0, margin=0.2).verdict == "holds"
+    assert verdicts.gap_seeded(b - 1.0, b, margin=0.2).verdict == "does not hold"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 4), st.integers(2, 4), st.integers(3, 30), st.integers(0, 10**6))
+def test_gap_seeded_never_decides_both_ways_and_its_interval_is_ordered(sa, sb, n, seed):
+    """Swapping the methods negates the estimate and never gives the same decided verdict
+    (the resamples differ, so an undecided one may decide: the rule is symmetric in law)."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(0, 1, (sa, n)) + rng.normal(0, 1), rng.normal(0, 1, (sb, n))
+    v, w = verdicts.gap_seeded(a, b, seed=seed), verdicts.gap_seeded(b, a, seed=seed)
+    assert not (v.verdict == w.verdict != "inconclusive")
+    est = lambda r: float(r.rule.split(" = ")[1].split(",")[0])  # noqa: E731
+    assert est(v) == pytest.approx(-est(w), abs=1e-2)
+    lo, hi = (float(x) for x in v.rule.split("[")[1].split("]")[0].split(", "))
+    assert lo <= hi
+
+
+def test_gap_seeded_refuses_bad_tables():
+    with pytest.raises(ValueError, match="2 seeds or more"):
+        verdicts.gap_seeded(np.zeros((1, 5)), np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="same images"):
+        verdicts.gap_seeded(np.zeros((2, 5)), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="2-D"):
+        verdicts.gap_seeded(np.zeros(5), np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="margin"):
+        verdicts.gap_seeded(np.zeros((2, 5)), np.zeros((2, 5)), margin=-1)

@@ -32,6 +32,9 @@ The rules (each can return every outcome it names; ``tests/test_verdicts.py`` re
 * :func:`beyond_seeds`: the seed rule of a comparison of training methods on one model per
   method: a difference no larger than the seed-to-seed spread (:func:`seed_spread`, CE at
   :data:`MIN_SEEDS` seeds or more) is not a win or a loss;
+* :func:`gap_seeded`: "method A is better than B" (or, with a margin, "as good or
+  better") from several trained models per method: a two-level bootstrap that resamples
+  the seeds of each method and the images, so the seed-to-seed noise is in the interval;
 * :func:`models_fit`: the guard of a claim that compares *training methods* through trained
   models, and only of such a claim: when a model falls short of its accuracy target (per
   dataset, architecture and method, with its source: :mod:`robattr.targets`), the
@@ -49,11 +52,12 @@ from robattr.verdicts.rules import (COMBINE_RULE, VERDICTS, Verdict, attack_effe
                                     bootstrap_interval, combine, exact, gap, negate, not_worse,
                                     rank_agreement, share, share_cases_needed, share_clustered,
                                     spearman_interval, underpowered)
+from robattr.verdicts.seeded import gap_seeded
 from robattr.verdicts.scale import (PROFILE_ENV, Scale, current_scale, print_cells, set_scale,
                                     training_summary)
 
 __all__ = ["VERDICTS", "Verdict", "gap", "not_worse", "combine", "COMBINE_RULE", "negate",
            "exact", "share", "share_cases_needed", "underpowered", "share_clustered",
            "rank_agreement", "spearman_interval", "attack_effective", "within_hypothesis",
-           "models_fit", "seed_spread", "beyond_seeds", "MIN_SEEDS", "Scale", "set_scale",
+           "models_fit", "seed_spread", "beyond_seeds", "MIN_SEEDS", "gap_seeded", "Scale", "set_scale",
            "training_summary", "current_scale", "PROFILE_ENV", "print_cells", "bootstrap_interval"]

@@ -46,8 +46,13 @@ def _table1_models(p):
                   units=p["reg_units"], **common)
     seeds = [spec(p["dataset"], p["arch"], "ce", seed=s, **common)
              for s in range(1, p["ce_seeds"])]     # the seed-to-seed spread of CE
+    regs = regularizers(lam=p["lam"], lam_cos=p["lam_cos"], train_eps=p["train_eps"],
+                        hessian_lam=p["hessian_lam"], units=p["reg_units"])
+    seeded = [spec(p["dataset"], p["arch"], method, seed=s, **hp, **common)
+              for method, hp in regs.values() for s in range(1, p["reg_seeds"])
+              if not (method == "ce" and s < p["ce_seeds"])]      # CE's are the spread's
     return (_joo_specs(p, common) + _baseline_specs(p, p["arch"], p["baselines"], common)
-            + seeds + [broken] + _resnet_specs(p))
+            + seeds + seeded + [broken] + _resnet_specs(p))
 
 
 def _resnet_common(p):
@@ -102,6 +107,12 @@ def _table1_work(p):
         out += [grads(fam, n, r + 1, 2, what="seed spread: RPS")]
         out += attack(fam, n, p["attack_steps"], what="seed spread: targeted attack")
         out += curve(fam, n, 20, "seed spread: adv-insertion")
+    if p["reg_seeds"] > 1:                  # every seed of the four regularisers, image by image
+        for _ in range(4 * p["reg_seeds"]):
+            out += [grads(fam, n, r + 1, 2, what="seeded cells: RPS")]
+            out += attack(fam, n, p["attack_steps"], what="seeded cells: targeted attack")
+            out += curve(fam, n, 20, "seeded cells: adv-insertion")
+            out.append(fwd(fam, TEST_SIZES.get(p["dataset"], 0), what="seeded cells: accuracy"))
     out += [grads(fam, n, r + 1, 5, "RPS: guard, broken maps, large noise"),
             fwd(fam, TEST_SIZES.get(p["dataset"], 0), 2 + ("ATEX" in p["baselines"]),
                 what="accuracy")]

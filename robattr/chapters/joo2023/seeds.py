@@ -1,8 +1,9 @@
 """The seed-to-seed spread behind joo2023 Table 1's comparisons of training methods.
 
-Table 1 compares regularisers through one trained model each (003 reports the mean of three
-runs). Before a difference between two of them is called a win or a loss, it is set
-against how much the same cell moves when only the training seed changes: standard training
+Table 1 compares regularisers through one trained model each where the profile trains no
+more (003 does not say how many runs a number stands for). Before a difference between two
+of them is called a win or a loss, it is set against how much the same cell moves when only
+the training seed changes: standard training
 (CE, the cheapest model) at :data:`robattr.verdicts.MIN_SEEDS` seeds or more, evaluated on
 the same images with the same protocol (:func:`robattr.verdicts.beyond_seeds`).
 """
