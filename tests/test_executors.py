@@ -280,3 +280,35 @@ def test_zoo_trainings_in_a_build_kernel_keep_their_bars_off_the_page(monkeypatc
     got = zoo._progress(False)                                    # robattr run: to its file
     assert got["progress"] is True and got["progress_file"].name == str(tmp_path / "bars.txt")
     got["progress_file"].close()
+
+
+def test_an_executed_notebook_opens_with_what_it_finds(tmp_path, monkeypatch):
+    """After its title, an executed notebook gets a box with each statement and claim it
+    recorded (not its checks or questions), the verdict's mark and word, and a link to the
+    line; a notebook that recorded none gets no box."""
+    import nbformat
+
+    from robattr import papers, results, verdicts
+    from types import SimpleNamespace
+
+    from robattr.book import execution
+
+    csv = tmp_path / "nb.results.csv"
+    monkeypatch.setenv(results.ENV, str(csv))
+    assert execution.findings_markdown("wang2020/x", csv) is None
+    papers.check("our identity", verdicts.exact(0, 3))
+    assert execution.findings_markdown("wang2020/x", csv) is None
+    papers.claim("a claim of 000", verdicts.Verdict("holds", "r"), place="Table 2")
+    papers.statement("Thm 1 as printed", verdicts.exact(2, 9), place="Thm 1")
+    box = execution.findings_markdown("wang2020/x", csv)
+    assert box.count("\n| ") == 3 and "our identity" not in box
+    assert "✓ holds</span> | [go](#claim-2) |" in box
+    assert "✗ does not hold as printed" in box and "wang2020" in box       # 000 read as its key
+    out = tmp_path / "nb.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title"), nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(nb, out)
+    execution._add_findings_cell(SimpleNamespace(key="wang2020/x"), out, csv)
+    cells = nbformat.read(out, as_version=4).cells
+    assert [c.cell_type for c in cells] == ["markdown", "markdown", "code"]
+    assert cells[1].metadata["tags"] == [execution.FINDINGS_TAG]

@@ -174,7 +174,60 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
         if cells is not None:
             cells.close()
     _tag_injected_cell(nb, params, output)
+    _add_findings_cell(nb, output, results_csv)
     return None
+
+
+#: the tag of the "What this notebook finds" cell the build adds after a notebook's title
+FINDINGS_TAG = "findings"
+
+
+def findings_markdown(key: str, results_csv: Path) -> str | None:
+    """The "What this notebook finds" box of an executed notebook: one row per statement
+    and empirical claim it recorded (verdict with its mark, word and colour; a link to the
+    line in the page), or None when it recorded none."""
+    from robattr.book import lines as show
+    from robattr.book.findings import COLOURS
+    from robattr.papers import TALLIED
+    from robattr.reader import reader_text
+
+    if not Path(results_csv).exists():
+        return None
+    df = results.read(results_csv)
+    if "text" not in df or not (df["metric"] == "claim").any():
+        return None
+    df = df[df["metric"] == "claim"].fillna("")
+    kind = df["kind"].replace("", "claim") if "kind" in df else "claim"
+    df = df.assign(kind=kind)
+    df = df[df["kind"].isin(TALLIED)]
+    if df.empty:
+        return None
+    chapter = key.split("/")[0]
+    rows = ["**What this notebook finds.** Each statement and claim of the paper it tests, "
+            "with this run's verdict; the line below each claim in the page gives the rule, "
+            "the numbers and the scale.", "", "| claim | verdict | |", "|---|---|---|"]
+    for _, r in df.iterrows():
+        word = show.verdict_word(r["kind"], r["verdict"])
+        colour = COLOURS.get(r["verdict"])
+        verdict = f'<span style="color:{colour}">{word}</span>' if colour else word
+        rows.append(f"| {show.cell(reader_text(r['text'], chapter))} | {verdict} | "
+                    f"[go](#{r['anchor']}) |")
+    return "\n".join(rows)
+
+
+def _add_findings_cell(nb: Notebook, output: Path, results_csv: Path) -> None:
+    """Put the notebook's findings box after its title (the first Markdown cell)."""
+    import nbformat
+
+    text = findings_markdown(nb.key, results_csv)
+    if text is None:
+        return
+    executed = nbformat.read(output, as_version=4)
+    at = next((i + 1 for i, c in enumerate(executed.cells) if c.cell_type == "markdown"), 0)
+    cell = nbformat.v4.new_markdown_cell(text)
+    cell.metadata["tags"] = [FINDINGS_TAG]
+    executed.cells.insert(at, cell)
+    nbformat.write(executed, output)
 
 
 def _code_cells(path: Path) -> int:
