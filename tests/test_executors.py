@@ -312,3 +312,24 @@ def test_an_executed_notebook_opens_with_what_it_finds(tmp_path, monkeypatch):
     cells = nbformat.read(out, as_version=4).cells
     assert [c.cell_type for c in cells] == ["markdown", "markdown", "code"]
     assert cells[1].metadata["tags"] == [execution.FINDINGS_TAG]
+
+
+def test_the_answer_to_a_predict_prompt_starts_folded(tmp_path):
+    import nbformat
+
+    from robattr.book import execution
+
+    out = tmp_path / "nb.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title"),
+                nbformat.v4.new_markdown_cell("```{admonition} Predict before you run\n:class: tip\n"
+                                              "Which map keeps the most?\n```"),
+                nbformat.v4.new_code_cell("answer = 1"), nbformat.v4.new_code_cell("other = 2")]
+    nb.cells[2].metadata["tags"] = ["hide-input"]
+    nbformat.write(nb, out)
+    execution._hide_predicted_answers(out)
+    cells = nbformat.read(out, as_version=4).cells
+    assert cells[2].metadata["tags"] == ["hide-input", "hide-output"]
+    assert "tags" not in cells[3].metadata
+    execution._hide_predicted_answers(out)                   # once only
+    assert nbformat.read(out, as_version=4).cells[2].metadata["tags"].count("hide-output") == 1

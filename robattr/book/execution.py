@@ -175,6 +175,7 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
             cells.close()
     _tag_injected_cell(nb, params, output)
     _add_findings_cell(nb, output, results_csv)
+    _hide_predicted_answers(output)
     return None
 
 
@@ -228,6 +229,29 @@ def _add_findings_cell(nb: Notebook, output: Path, results_csv: Path) -> None:
     cell.metadata["tags"] = [FINDINGS_TAG]
     executed.cells.insert(at, cell)
     nbformat.write(executed, output)
+
+
+#: the admonition that asks the reader to predict an outcome before reading it
+PREDICT = "{admonition} Predict before you run"
+
+
+def _hide_predicted_answers(output: Path) -> None:
+    """The outputs of the code cell that answers a "Predict before you run" prompt start
+    folded (``hide-output``: the page shows a button), so the answer is not read before
+    the prediction is made; the code stays in view."""
+    import nbformat
+
+    executed = nbformat.read(output, as_version=4)
+    changed = False
+    for prompt, answer in zip(executed.cells, executed.cells[1:]):
+        if prompt.cell_type == "markdown" and PREDICT in prompt.source \
+                and answer.cell_type == "code":
+            tags = answer.metadata.setdefault("tags", [])
+            if "hide-output" not in tags:
+                tags.append("hide-output")
+                changed = True
+    if changed:
+        nbformat.write(executed, output)
 
 
 def _code_cells(path: Path) -> int:
