@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from robattr.version import __version__
 
 _SUBMODULES = {
     "attack_protocol", "attacks", "attributions", "book", "bounds", "catalog", "cost", "data",

@@ -360,3 +360,17 @@ def test_the_run_context_reads_the_environment_at_each_call(monkeypatch, tmp_pat
     with pytest.raises(ValueError, match="ROBATTR_ZOO_LOCK_STALE"):
         context.current()
     assert context.exported([context.CACHE_ENV]) == {context.CACHE_ENV: str(tmp_path)}
+
+
+def test_no_module_imports_the_package_root_for_its_version():
+    """``from robattr import __version__`` would load the package root from inside it:
+    the version lives in robattr.version."""
+    pkg = Path(robattr.__file__).parent
+    found = []
+    for path in sorted(pkg.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "robattr" and \
+                    any(a.name == "__version__" for a in node.names):
+                found.append(f"{path.relative_to(pkg)}:{node.lineno}")
+    assert found == []

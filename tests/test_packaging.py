@@ -265,3 +265,10 @@ def test_jupyter_book_is_pinned_below_2():
     req = declared()["jupyter-book"]
     assert not req.specifier.contains("2.0.0")
     assert pin(requirements("requirements.txt")["jupyter-book"]).startswith("1.")
+
+
+def test_the_version_module_and_pyproject_agree():
+    import robattr
+    from robattr.version import __version__
+
+    assert pyproject()["version"] == __version__ == robattr.__version__

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from robattr import __version__
+from robattr.version import __version__
 
 EPILOG = """\
 examples:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from robattr import __version__
+from robattr.version import __version__
 
 if TYPE_CHECKING:
     from robattr.book.notebooks import Notebook

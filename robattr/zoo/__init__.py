@@ -140,7 +140,8 @@ def _progress(progress: bool) -> dict[str, Any]:
 
 def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
            progress: bool) -> nn.Module:
-    from robattr import __version__, data
+    from robattr import data
+    from robattr.version import __version__
     from robattr.models import build
     from robattr.train import evaluate, fit
 
