@@ -333,3 +333,21 @@ def test_the_answer_to_a_predict_prompt_starts_folded(tmp_path):
     assert "tags" not in cells[3].metadata
     execution._hide_predicted_answers(out)                   # once only
     assert nbformat.read(out, as_version=4).cells[2].metadata["tags"].count("hide-output") == 1
+
+
+def test_machinery_is_folded_and_the_idea_stays_open(tmp_path):
+    import nbformat
+
+    from robattr.book import execution
+
+    out = tmp_path / "nb.ipynb"
+    nb = nbformat.v4.new_notebook()
+    cells = [nbformat.v4.new_code_cell(s) for s in ("x = 1", "y = 2", "z = 3", "w = 4")]
+    cells[0].metadata["tags"] = ["parameters"]
+    cells[1].metadata["tags"] = [execution.IDEA_TAG]
+    cells[2].metadata["tags"] = ["hide-cell"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# T"), *cells]
+    nbformat.write(nb, out)
+    execution._fold_machinery(out)
+    got = [c.metadata.get("tags") for c in nbformat.read(out, as_version=4).cells[1:]]
+    assert got == [["parameters"], ["idea"], ["hide-cell"], ["hide-input"]]

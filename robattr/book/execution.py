@@ -176,6 +176,7 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
     _tag_injected_cell(nb, params, output)
     _add_findings_cell(nb, output, results_csv)
     _hide_predicted_answers(output)
+    _fold_machinery(output)
     return None
 
 
@@ -250,6 +251,33 @@ def _hide_predicted_answers(output: Path) -> None:
             if "hide-output" not in tags:
                 tags.append("hide-output")
                 changed = True
+    if changed:
+        nbformat.write(executed, output)
+
+
+#: the tag of a code cell that shows the idea of its notebook: it stays open on the page
+IDEA_TAG = "idea"
+#: tags that already say how a cell shows (the build leaves those cells alone)
+_SHOWN = {IDEA_TAG, "parameters", "injected-parameters", "hide-input", "hide-cell",
+          "remove-cell", "remove-input"}
+
+
+def _fold_machinery(output: Path) -> None:
+    """Fold the code of every cell that only sets up, loads, computes tables or draws
+    (``hide-input``: its output stays in view, its code a click away): what stays open is
+    the parameters cell and the cells a notebook tags ``idea``, the few that show how the
+    notebook's question is answered."""
+    import nbformat
+
+    executed = nbformat.read(output, as_version=4)
+    changed = False
+    for cell in executed.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.setdefault("tags", [])
+        if not _SHOWN & set(tags):
+            tags.append("hide-input")
+            changed = True
     if changed:
         nbformat.write(executed, output)
 
