@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from robattr.book.execution import IDEA_TAG
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
 
@@ -17,6 +19,9 @@ LONG = 25
 #: the most long code cells the book may have (the issue's goal is at most 10; this only goes
 #: down). None is left: a step that grows past 25 lines is split, or its logic moves into robattr
 MAX_LONG_CELLS = 0
+#: the most code cells a notebook tags ``idea`` (issue 41 item 2: the few that show how the notebook
+#: answers its question stay open; the build folds every other code cell)
+MAX_IDEA_CELLS = 5
 
 
 def key(path: Path) -> str:
@@ -87,3 +92,13 @@ def test_no_table_is_shown_twice():
                     and ast.unparse(last.value.func).split(".")[-1] == "show_table"):
                 twice.append(f"{key(p)} cell {i}")
     assert not twice, f"a table shown twice (assign the call: `_ = viz.show_table(...)`): {twice}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_a_few_code_cells_show_the_idea(path):
+    """Issue 41 item 2: the build folds the code of every code cell but the parameters cell and
+    the cells tagged ``idea``, so each notebook keeps one to MAX_IDEA_CELLS of them open."""
+    ideas = [i for i, c in code_cells(path) if IDEA_TAG in tags(c)]
+    assert ideas, f"{key(path)}: no code cell is tagged {IDEA_TAG!r}, so all its code is folded"
+    assert len(ideas) <= MAX_IDEA_CELLS, \
+        f"{key(path)}: {len(ideas)} code cells tagged {IDEA_TAG!r} (at most {MAX_IDEA_CELLS}): cells {ideas}"
