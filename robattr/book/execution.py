@@ -213,7 +213,7 @@ def findings_markdown(key: str, results_csv: Path) -> str | None:
         colour = COLOURS.get(r["verdict"])
         verdict = f'<span style="color:{colour}">{word}</span>' if colour else word
         rows.append(f"| {show.cell(reader_text(r['text'], chapter))} | {verdict} | "
-                    f"[go](#{r['anchor']}) |")
+                    f'<a href="#{r["anchor"]}">go</a> |')
     return "\n".join(rows)
 
 
