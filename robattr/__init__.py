@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import importlib
 
-from robattr.version import __version__
-
 _SUBMODULES = {
     "attack_protocol", "attacks", "attributions", "book", "bounds", "catalog", "cost", "data",
     "memory", "metrics", "models", "papers", "precision", "results", "timing", "train", "utils",
@@ -80,6 +78,8 @@ __all__ = sorted(_SUBMODULES | set(_BOOK_ALIASES) | set(_CHAPTER_ALIASES)
 
 
 def __getattr__(name: str):
+    if name == "__version__":                  # robattr.version, loaded on first use
+        return importlib.import_module("robattr.version").__version__
     if name in _SUBMODULES:
         return importlib.import_module(f"robattr.{name}")
     if name in _BOOK_ALIASES:
