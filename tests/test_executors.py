@@ -302,7 +302,8 @@ def test_an_executed_notebook_opens_with_what_it_finds(tmp_path, monkeypatch):
     papers.statement("Thm 1 as printed", verdicts.exact(2, 9), place="Thm 1")
     box = execution.findings_markdown("wang2020/x", csv)
     assert box.count("\n| ") == 3 and "our identity" not in box
-    assert "✓ holds</span> | <a href=\"#claim-2\">go</a> |" in box
+    anchor = results.read(csv).query("text == 'a claim of 000'")["anchor"].iloc[0]
+    assert f'✓ holds</span> | <a href="#{anchor}">go</a> |' in box
     assert "✗ does not hold as printed" in box and "wang2020" in box       # 000 read as its key
     out = tmp_path / "nb.ipynb"
     nb = nbformat.v4.new_notebook()

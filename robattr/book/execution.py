@@ -189,7 +189,6 @@ def findings_markdown(key: str, results_csv: Path) -> str | None:
     and empirical claim it recorded (verdict with its mark, word and colour; a link to the
     line in the page), or None when it recorded none."""
     from robattr.book import lines as show
-    from robattr.book.findings import COLOURS
     from robattr.papers import TALLIED
     from robattr.reader import reader_text
 
@@ -209,10 +208,8 @@ def findings_markdown(key: str, results_csv: Path) -> str | None:
             "with this run's verdict; the line below each claim in the page gives the rule, "
             "the numbers and the scale.", "", "| claim | verdict | |", "|---|---|---|"]
     for _, r in df.iterrows():
-        word = show.verdict_word(r["kind"], r["verdict"])
-        colour = COLOURS.get(r["verdict"])
-        verdict = f'<span style="color:{colour}">{word}</span>' if colour else word
-        rows.append(f"| {show.cell(reader_text(r['text'], chapter))} | {verdict} | "
+        rows.append(f"| {show.cell(reader_text(r['text'], chapter))} | "
+                    f"{show.coloured(r['kind'], r['verdict'])} | "
                     f'<a href="#{r["anchor"]}">go</a> |')
     return "\n".join(rows)
 

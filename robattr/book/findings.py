@@ -15,16 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from robattr.book import lines as show
+from robattr.book.lines import COLOURS
 
 __all__ = ["TIERS", "COLOURS", "strongest", "finding_rows", "chapter_findings"]
 
 #: kept references, strongest first: the papers' scale, then the papers' data at CPU size
 TIERS = ("paper", "medium")
-
-#: the colour of each verdict's mark and word (the word carries the meaning)
-COLOURS = {"holds": "#1a7f37", "holds partly": "#9a6700", "does not hold": "#cf222e",
-           "inconclusive": "#57606a", "not comparable": "#57606a"}
-
 
 def strongest(refs: dict[str, dict], key: str, text: str, build_verdict: str,
               build_scale: str, build_rule: str = "") -> tuple[str, str, str, str]:
@@ -43,12 +39,6 @@ def strongest(refs: dict[str, dict], key: str, text: str, build_verdict: str,
         run = f"{name} reference" + (" (stale)" if state == "stale" else "")
         return run, verdict, scale, rule
     return "this build", build_verdict, build_scale, build_rule
-
-
-def _coloured(kind: str, verdict: str) -> str:
-    word = show.verdict_word(kind, verdict)
-    colour = COLOURS.get(verdict)
-    return f'<span style="color:{colour}">{word}</span>' if colour else word
 
 
 def finding_rows(chapter: str, group, refs: dict[str, dict]) -> list[str]:
@@ -70,7 +60,7 @@ def finding_rows(chapter: str, group, refs: dict[str, dict]) -> list[str]:
         body = "; ".join(p for p in (reader_text(rule, chapter), ". ".join(others)) if p)
         at = f"{run}: {reader_text(show.short_scale(scale), chapter)}".rstrip(": ")
         lines.append(f"| {show.details(show.cell(text), body, 'rule, numbers, other runs')} | "
-                     f"{_coloured(r['kind'], verdict)} | {show.cell(at)} | "
+                     f"{show.coloured(r['kind'], verdict)} | {show.cell(at)} | "
                      f"{show.where(r['key'], r['anchor'])} |")
     return lines + [""]
 

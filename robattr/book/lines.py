@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["cell", "details", "mark", "verdict_word", "short_scale", "scale_parts",
+__all__ = ["COLOURS", "coloured", "cell", "details", "mark", "verdict_word", "short_scale", "scale_parts",
            "split_top", "reference_parts", "where", "names_place"]
 
 
@@ -112,3 +112,16 @@ def reference_parts(ref: dict, key: str, text: str, scale: str = "") -> tuple[st
         return word, "same settings as this build: the same evidence, not a corroboration"
     return word, "; ".join(p for p in (rule, where) if p)
 
+
+
+#: the colour of each verdict's mark and word (the word carries the meaning)
+COLOURS = {"holds": "#1a7f37", "holds partly": "#9a6700", "does not hold": "#cf222e",
+           "inconclusive": "#57606a", "not comparable": "#57606a"}
+
+
+def coloured(kind: str, verdict: str) -> str:
+    """A verdict's mark and word in its colour (an HTML span), so that it survives print and
+    colour blindness by its word."""
+    word = verdict_word(kind, verdict)
+    colour = COLOURS.get(verdict)
+    return f'<span style="color:{colour}">{word}</span>' if colour else word

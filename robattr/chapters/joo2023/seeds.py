@@ -9,8 +9,6 @@ the same images with the same protocol (:func:`robattr.verdicts.beyond_seeds`).
 """
 from __future__ import annotations
 
-import torch
-
 __all__ = ["SEED_CELLS", "seed_cells"]
 
 #: the cells whose spread is measured: the ones Table 1's claims compare
@@ -23,18 +21,15 @@ def seed_cells(models, X, Y, methods: dict, *, rps_eps: float, rps_samples: int,
     """Each of :data:`SEED_CELLS` on each model of ``models`` (one value per model: the mean
     over the images, as Table 1 prints it; RPS as a fraction, Adv-Insertion and accuracy in
     points), by the same calls and settings as the table's own cells."""
-    from robattr.attacks import targeted_attack
-    from robattr.metrics import adv_insertion, rps
+    from robattr.chapters.joo2023.compare import per_image_cells
 
     out: dict[tuple[str, str], list[float]] = {c: [] for c in SEED_CELLS}
     for m in models:
-        for attr in ("Grad", "xGrad"):
-            r = rps(m, methods[attr], X, Y, eps=rps_eps, n_samples=rps_samples, clamp=clamp,
-                    generator=torch.Generator(device=X.device).manual_seed(seed))
-            out[attr, "RPS"].append(float(r.mean()))
-        res = targeted_attack(m, X, Y, target_map=target_map, eps=attack_eps,
-                              method=methods["Grad"], gamma=attack_gamma, steps=attack_steps)
-        ains = adv_insertion(m, methods["Grad"], X, res.x_adv, Y, protocol=protocol)
-        out["Grad", "A-Ins"].append(100 * float(ains.mean.mean()))
+        cells = per_image_cells(m, X, Y, methods, rps_eps=rps_eps, rps_samples=rps_samples,
+                                clamp=clamp, seed=seed, target_map=target_map,
+                                attack_eps=attack_eps, attack_gamma=attack_gamma,
+                                attack_steps=attack_steps, protocol=protocol)
+        for cell, values in cells.items():
+            out[cell].append(float(values.mean()))
         out["", "accuracy"].append(100 * float(m.zoo_meta["test_acc"]))
     return out
