@@ -72,8 +72,8 @@ if [ "$DRY" = 1 ]; then
     ATTR_ARGS=(--models lenet --batch 2 --steps 4 --repeats 1)
     RELEX_ARGS=(--quick --n-images 2 --loop-images 1 --epochs 2 --copies 2)
     TRAIN_ARGS=(--steps 1 --batch-size 8 --n 64)
-    TRAIN_000=(--archs cnn --losses ssr)
-    TRAIN_003=(--archs cnn --losses l2_cosd)
+    TRAIN_WANG2020=(--archs cnn --losses ssr)
+    TRAIN_JOO2023=(--archs cnn --losses l2_cosd)
 else
     DEV=cuda
     NB_PROFILE=benchmarks/gpu_quick.yml
@@ -83,8 +83,8 @@ else
     ATTR_ARGS=(--tv224)
     RELEX_ARGS=(--resnet --resnet-images 1 --n-images 8 --loop-images 2)
     TRAIN_ARGS=(--steps 2)
-    TRAIN_000=(--archs resnet20 --losses ssr ig_norm)
-    TRAIN_003=(--archs lenet resnet18_cifar --losses l2_cosd hessian)
+    TRAIN_WANG2020=(--archs resnet20 --losses ssr ig_norm)
+    TRAIN_JOO2023=(--archs lenet resnet18_cifar --losses l2_cosd hessian)
 fi
 
 $PY - "$DEV" "$BUDGET" >>"$OUT_DIR/summary.txt" 2>&1 <<'EOF'
@@ -128,8 +128,8 @@ step bench_attributions "$(share 12)" $PY benchmarks/attributions.py --devices "
     --threads 0 "${ATTR_ARGS[@]}"
 # training: 000's setting (ResNet-20: SSR and IG-NORM against AT) first, then 003's
 step bench_training "$(share 100)" bash -c \
-    "$PY benchmarks/training.py --device $DEV ${TRAIN_ARGS[*]} ${TRAIN_000[*]} &&
-     $PY benchmarks/training.py --device $DEV ${TRAIN_ARGS[*]} ${TRAIN_003[*]}"
+    "$PY benchmarks/training.py --device $DEV ${TRAIN_ARGS[*]} ${TRAIN_WANG2020[*]} &&
+     $PY benchmarks/training.py --device $DEV ${TRAIN_ARGS[*]} ${TRAIN_JOO2023[*]}"
 
 echo "total: $((SECONDS - START)) s of the $BUDGET s budget; failed steps: $failed" \
     | tee -a "$OUT_DIR/summary.txt"

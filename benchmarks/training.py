@@ -82,14 +82,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 #: our loss name -> 003 Table 2's regularizer label
-PAPER_003 = {"ce": "CE only", "hessian": "Hessian", "l2_cosd": "l2+Cosd",
+PAPER_JOO2023 = {"ce": "CE only", "hessian": "Hessian", "l2_cosd": "l2+Cosd",
              "atex": "ATEX (3rd step)",
              "iga": "IGA"}
 PAPER_003_ONLY = ()  # in Table 2, not implemented here
 #: our architecture -> 003 Table 2's CIFAR10 model
-MODEL_003 = {"lenet": "LeNet", "resnet18_cifar": "ResNet18"}
+MODEL_JOO2023 = {"lenet": "LeNet", "resnet18_cifar": "ResNet18"}
 #: our loss name -> 000 Table 3's training label
-PAPER_000 = {"at": "Madry", "ssr": "SSR", "ig_norm": "IG-NORM"}
+PAPER_WANG2020 = {"at": "Madry", "ssr": "SSR", "ig_norm": "IG-NORM"}
 #: the architectures trained on random 3x32x32 images (CIFAR-10's shape)
 CIFAR_ARCHS = ("lenet", "resnet20", "resnet18_cifar")
 ARCHS = (*CIFAR_ARCHS, "cnn")
@@ -331,11 +331,11 @@ def _x(value: float | None) -> str:
 def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
     by = {r["loss"]: r for r in rows}
     ce, at = by["ce"], by["at"]
-    model_003 = MODEL_003.get(arch)
+    model_joo2023 = MODEL_JOO2023.get(arch)
     mem_unit = "step MB" if dev.type == "cuda" else "activ. MB"
 
     def p003(label, resource):
-        return paper["003"].get((model_003, label, resource)) if label and model_003 else None
+        return paper["003"].get((model_joo2023, label, resource)) if label and model_joo2023 else None
 
     group = (f"{'':<10} {' time ':-^49} | {' FLOPs ':-^24} | {' memory ':-^36}")
     head = (f"{'loss':<10} {'img/s':>7} {'s/epoch':>9} {'xCE':>7} {'003 xCE':>7} {'xAT':>7} "
@@ -348,11 +348,11 @@ def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
     print(head)
     print("-" * len(head))
     for r in rows:
-        label = PAPER_003.get(r["loss"])
+        label = PAPER_JOO2023.get(r["loss"])
         print(f"{r['loss']:<10} {r['img_s']:>7.0f} {r['sec_epoch']:>9.2f} "
               f"{_x(r['sec_epoch'] / ce['sec_epoch']):>7} "
               f"{_x(p003(label, 'time')):>7} {_x(r['sec_epoch'] / at['sec_epoch']):>7} "
-              f"{_x(paper['000'].get(PAPER_000.get(r['loss']))):>7} | "
+              f"{_x(paper['000'].get(PAPER_WANG2020.get(r['loss']))):>7} | "
               f"{r['flops'] / 1e9:>8.1f} {_x(r['flops'] / ce['flops']):>7} "
               f"{_x(r['flops'] / at['flops']):>7} | "
               f"{r['mem'] / 2**20:>9.1f} {_x(r['mem'] / ce['mem']):>7} "
@@ -365,7 +365,7 @@ def print_table(arch: str, rows: list[dict], paper: dict, dev) -> None:
                   f"{'--':>7} | "
                   f"{'--':>8} {'--':>7} {'--':>7} | {'--':>9} {'--':>7} {'--':>8} {_x(pm):>8}"
                   "   (not in robattr)")
-    print(f"003 xCE: 003 Table 2, CIFAR10 {model_003 or '-- (no such model)'}, relative to CE. "
+    print(f"003 xCE: 003 Table 2, CIFAR10 {model_joo2023 or '-- (no such model)'}, relative to CE. "
           "000 xAT: 000 Table 3, CIFAR10 ResNet-20, hours/epoch relative to Madry's AT.")
 
 

@@ -33,16 +33,13 @@ The library (submodules imported on first use, so ``import robattr`` stays cheap
 
 and the book machinery, :mod:`robattr.book` (notebooks, parameters, profiles, stamps,
 execution and executors, the HTML book, sweeps, the ``robattr`` command), which the
-core never imports. Its former top-level names still resolve: ``robattr.pipeline`` is
-``robattr.book``; ``robattr.params``, ``executors``, ``sweep``, ``verdicts_page`` and
-``cli`` are the modules of the same name in ``robattr.book``; ``robattr.check_params()``
-is :func:`robattr.book.params.check_notebook`.
+core never imports. ``robattr.start()`` is a notebook's prologue
+(:func:`robattr.book.session.start`: checks the parameters, sets the theme, the table
+display, the precision policy, the seed and the device, starts the clock).
 
 What only one chapter's notebooks use lives in :mod:`robattr.chapters` (one package per
-chapter), which the core never imports either. Its former top-level names still resolve:
-``robattr.wang2020``, ``robattr.lim2021`` and ``robattr.wangkong2025`` are the chapter
-packages of the same name, ``robattr.evaluate`` is ``robattr.chapters.crosspaper`` (the
-five papers' headline evaluations and the cross-paper matrix).
+chapter: ``robattr.chapters.crosspaper`` holds the five papers' headline evaluations and
+the cross-paper matrix), which the core never imports either.
 """
 from __future__ import annotations
 
@@ -54,27 +51,7 @@ _SUBMODULES = {
     "verdicts", "viz", "zoo",
 }
 
-#: Former top-level modules of the book machinery: {old name: where it lives now}.
-_BOOK_ALIASES = {
-    "pipeline": "robattr.book",
-    "params": "robattr.book.params",
-    "executors": "robattr.book.executors",
-    "sweep": "robattr.book.sweep",
-    "verdicts_page": "robattr.book.verdicts_page",
-    "cli": "robattr.book.cli",
-}
-
-#: Former top-level modules that held one chapter's helpers: {old name: where they live now}
-#: (``robattr.chapters``, which the library never imports; resolved here on first use only).
-_CHAPTER_ALIASES = {
-    "evaluate": "robattr.chapters.crosspaper",
-    "lim2021": "robattr.chapters.lim2021",
-    "wang2020": "robattr.chapters.wang2020",
-    "wangkong2025": "robattr.chapters.wangkong2025",
-}
-
-__all__ = sorted(_SUBMODULES | set(_BOOK_ALIASES) | set(_CHAPTER_ALIASES)
-                 | {"__version__", "check_params", "get_device", "seed_everything"})
+__all__ = sorted(_SUBMODULES | {"__version__", "get_device", "seed_everything", "start"})
 
 
 def __getattr__(name: str):
@@ -82,12 +59,8 @@ def __getattr__(name: str):
         return importlib.import_module("robattr.version").__version__
     if name in _SUBMODULES:
         return importlib.import_module(f"robattr.{name}")
-    if name in _BOOK_ALIASES:
-        return importlib.import_module(_BOOK_ALIASES[name])
-    if name in _CHAPTER_ALIASES:
-        return importlib.import_module(_CHAPTER_ALIASES[name])
     if name in {"get_device", "seed_everything"}:
         return getattr(importlib.import_module("robattr.utils"), name)
-    if name == "check_params":
-        return importlib.import_module("robattr.book.params").check_notebook
+    if name == "start":
+        return importlib.import_module("robattr.book.session").start
     raise AttributeError(f"module 'robattr' has no attribute {name!r}")

@@ -15,7 +15,7 @@ Every block it leaves out gets one printed line that says what is missing and wh
 it; a missing block is never an error.
 
 The blocks of the two Wang & Kong papers are here too (:data:`WANGKONG2023_TABLE78` and
-:func:`table78_runs_001`, :data:`WANGKONG2025_TABLE567` and :func:`table567_runs_002`);
+:func:`table78_runs_wangkong2023`, :data:`WANGKONG2025_TABLE567` and :func:`table567_runs_wangkong2025`);
 000's, which carry their attack settings, are the wang2020 chapter's
 (``robattr.chapters.wang2020``). :func:`pretrained` builds an ImageNet ResNet from a user's
 weights file, including the checkpoints of MadryLab's ``robustness`` library that 000 used.
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 __all__ = ["Block", "missing", "select", "eps_value", "pretrained", "torchvision_state_dict",
-           "WANGKONG2023_TABLE78", "WANGKONG2025_TABLE567", "IMAGENET_HINT", "table78_runs_001",
-           "table567_runs_002"]
+           "WANGKONG2023_TABLE78", "WANGKONG2025_TABLE567", "IMAGENET_HINT", "table78_runs_wangkong2023",
+           "table567_runs_wangkong2025"]
 
 #: Where an ImageNet block's images come from (the skip line quotes it).
 IMAGENET_HINT = ("ImageNet validation images as an ImageFolder, one folder per class named by "
@@ -196,7 +196,7 @@ def _fallback_scale(dataset: str, ref_dim: int) -> float:
     return math.sqrt(c * h * w / ref_dim)
 
 
-def table78_runs_001(blocks: Sequence[str], *, dataset: str, paper_dataset: str, eps_l2,
+def table78_runs_wangkong2023(blocks: Sequence[str], *, dataset: str, paper_dataset: str, eps_l2,
                      eps_linf, ref_dim: int, root=None, echo=print) -> list[dict]:
     """The runs of 001's Tables 7-8 (App. D.2), one dict per block: ``label`` (the tables'
     dataset), ``dataset`` (robattr's), ``eps_l2`` and ``eps_linf`` (budget labels as the
@@ -230,7 +230,7 @@ def table78_runs_001(blocks: Sequence[str], *, dataset: str, paper_dataset: str,
                  eps_linf=[str(e) for e in eps_linf], l2_scale=_fallback_scale(dataset, ref_dim))]
 
 
-def table567_runs_002(blocks: Sequence[str], *, dataset: str, imagenet_dir: str = "",
+def table567_runs_wangkong2025(blocks: Sequence[str], *, dataset: str, imagenet_dir: str = "",
                       imagenet_weights: str = "", root=None, echo=print) -> list[dict]:
     """The runs of 002's Tables 5-7 (App. C.4), one dict per block: ``label`` (the tables'
     dataset), ``dataset`` (robattr's name, or the ImageNet folder), ``table`` (the paper's

@@ -21,7 +21,7 @@ from robattr.catalog import NUM_CLASSES, SHAPES
 
 __all__ = ["Work", "Declaration", "TRAIN_SIZES", "CHUNK", "FWD_CHUNK", "family",
            "dataset_shape", "input_values", "fwd", "grads", "grads2", "hvps", "attr", "attack",
-           "pgd", "curve", "numpy_draws", "eigh", "matmul", "protocol_000", "bounds_001",
+           "pgd", "curve", "numpy_draws", "eigh", "matmul", "protocol_wang2020", "bounds_wangkong2023",
            "steps_of", "step_signature", "step_passes",
            "zoo_config", "spec", "flat", "no_models", "no_data"]
 
@@ -173,9 +173,9 @@ def matmul(count, m, k, n, what="matmul"):
 
 
 # --------------------------------------------------------------------------- protocols
-def protocol_000(fam, n, eps_list, steps, methods, attacks=("topk",), *, surrogate=False,
+def protocol_wang2020(fam, n, eps_list, steps, methods, attacks=("topk",), *, surrogate=False,
                  eval_rows=None, random_baseline=False, what="000 protocol"):
-    """robattr.attack_protocol.attack_eval_000 (wang2020's evaluation, also a column of the
+    """robattr.attack_protocol.attack_eval_wang2020 (wang2020's evaluation, also a column of the
     cross-paper matrix) for each attack and attacked method: the clean maps, per budget
     the attack (and for "manipulate" the target map) and the maps of the attacked (and
     random) inputs. ``methods``: {name: rows per image of its map}."""
@@ -194,7 +194,7 @@ def protocol_000(fam, n, eps_list, steps, methods, attacks=("topk",), *, surroga
     return out
 
 
-def bounds_001(fam, dataset, n, m_rows, norm, steps, direct_steps, lanczos=100):
+def bounds_wangkong2023(fam, dataset, n, m_rows, norm, steps, direct_steps, lanczos=100):
     """robattr.bounds.evaluate_bounds (wangkong2023's evaluation, also a column of the
     cross-paper matrix): the Lanczos iteration (one jvp and one vjp of the map per step, at
     most ``lanczos``), for l-inf the dense Jacobian (one vjp per value of the map) and Thm

@@ -21,13 +21,16 @@ How to choose:
 
 * ``robattr.precision.set("tf32")``: the process-wide mode, ``"fp32"`` or ``"tf32"``;
 * ``with robattr.precision.scope("bf16"): ...``: a mode for a block, restored after;
-* ``ROBATTR_PRECISION=tf32``: the mode applied when robattr's computing modules are
-  first imported (a profile's ``precision:`` key sets it for every notebook it runs).
+* ``ROBATTR_PRECISION=tf32``: the mode :func:`apply` sets (a profile's ``precision:`` key
+  sets it for every notebook it runs).
 
-The policy is applied when any module of robattr that computes is first imported
-(``import robattr`` alone stays torch-free), and it sets PyTorch's global flags
-(``torch.backends.cuda.matmul.allow_tf32``, ``torch.backends.cudnn.allow_tf32``): code
-of your own that runs after that import inherits them. CPU arithmetic is unaffected by
+No import changes PyTorch's flags. The policy is applied, visibly, by :func:`apply`: a
+notebook's prologue (:func:`robattr.start`) calls it, and so does
+:func:`robattr.utils.get_device` the first time it hands out a CUDA device. It sets
+PyTorch's global flags (``torch.backends.cuda.matmul.allow_tf32``,
+``torch.backends.cudnn.allow_tf32``), so code of your own that runs after it inherits them;
+a script that puts tensors on CUDA without ``get_device`` calls :func:`apply` (or
+:func:`set`) first, or cuDNN keeps PyTorch's TF32 default. CPU arithmetic is unaffected by
 every mode except ``bf16`` inside :func:`scope`, which autocasts CUDA only.
 """
 from __future__ import annotations
@@ -39,7 +42,7 @@ import torch
 from robattr import context
 from robattr.catalog import PRECISIONS
 
-__all__ = ["MODES", "ENV", "set", "get", "scope", "autocast", "check"]
+__all__ = ["MODES", "ENV", "apply", "set", "get", "scope", "autocast", "check"]
 
 #: the modes, in order of decreasing precision
 MODES = ("fp32", "tf32", "bf16")
@@ -47,7 +50,7 @@ MODES = ("fp32", "tf32", "bf16")
 ENV = context.PRECISION_ENV
 
 _GLOBAL_MODES = PRECISIONS
-_state = {"mode": "fp32", "autocast": False}
+_state = {"mode": "fp32", "autocast": False, "applied": False}
 
 
 def check(mode, allowed=MODES) -> str:
@@ -69,6 +72,7 @@ def _flags(tf32: bool) -> None:
 def set(mode: str) -> None:  # noqa: A001 - robattr.precision.set reads as intended
     """Set the process-wide mode, ``"fp32"`` (robattr's default) or ``"tf32"``."""
     _state["mode"] = check(mode, _GLOBAL_MODES)
+    _state["applied"] = True
     _flags(mode == "tf32")
 
 
@@ -104,12 +108,18 @@ def autocast(mode: str | None = None):
     return contextlib.nullcontext()
 
 
-def _apply_environment() -> None:
+def apply() -> str:
+    """Set the process-wide mode from the run context (``$ROBATTR_PRECISION``; default
+    ``"fp32"``) and return it. Later calls apply it again (the value may have changed)."""
     value = context.current().precision or "fp32"
     try:
         set(value)
     except ValueError as e:
         raise ValueError(f"${ENV}: {e}") from None
+    _state["applied"] = True
+    return value
 
 
-_apply_environment()
+def applied() -> bool:
+    """Whether :func:`apply` or :func:`set` has run in this process."""
+    return _state["applied"]

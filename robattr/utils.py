@@ -10,27 +10,35 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from robattr import precision as _precision  # noqa: F401  (applies the precision policy)
-
 __all__ = ["get_device", "seed_everything", "make_generator", "cache_dir", "check_int",
            "check_number", "check_eps", "check_model", "check_image_batch", "process_start"]
 
 
 def get_device(device: str | torch.device = "auto") -> torch.device:
     """Resolve ``"auto"`` to CUDA when present, else the CPU; pass anything else through.
+    The first CUDA device it hands out applies robattr's precision policy
+    (:func:`robattr.precision.apply`: full fp32 unless ``$ROBATTR_PRECISION`` says otherwise).
 
     >>> get_device("cpu")
     device(type='cpu')
     """
     if isinstance(device, torch.device):
-        return device
+        return _policy(device)
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return _policy(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     if not isinstance(device, str) or not (device == "cpu" or device.startswith("cuda")):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} was asked for but CUDA is not available here")
-    return torch.device(device)
+    return _policy(torch.device(device))
+
+
+def _policy(device: torch.device) -> torch.device:
+    from robattr import precision
+
+    if device.type == "cuda" and not precision.applied():
+        precision.apply()
+    return device
 
 
 def seed_everything(seed: int) -> torch.Generator:

@@ -49,6 +49,15 @@ def _own_cache(tmp_path_factory):
         os.environ.pop("ROBATTR_CACHE", None)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _precision_policy():
+    """robattr's precision policy, applied as a notebook's prologue applies it (no import
+    does): the tests measure the default, full fp32 with TF32 off."""
+    from robattr import precision
+
+    precision.apply()
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _seeded_module(request):
     """Seed before the module's own module-scoped fixtures (autouse ones run first)."""

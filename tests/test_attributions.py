@@ -498,12 +498,12 @@ def test_percentile_and_minmax_normalize():
         A.percentile_normalize(a, q=0)
 
 
-def test_saliency_000():
+def test_saliency_wang2020():
     model, x, t = make("cnn", seed=14)
     g = A.grad(model, x, t)
-    s = A.saliency_000(g, x)
+    s = A.saliency_wang2020(g, x)
     assert s.shape == (3, 8, 8)
     assert torch.allclose(s.sum((1, 2)), torch.full((3,), 64.0, dtype=torch.float64))
     ref = (g * x).abs().sum(1)
     close(s, ref / ref.sum((1, 2), keepdim=True) * 64, tol=1e-12)
-    close(A.saliency_000(A.input_x_grad(model, x, t)), s, tol=1e-12)
+    close(A.saliency_wang2020(A.input_x_grad(model, x, t)), s, tol=1e-12)

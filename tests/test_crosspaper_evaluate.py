@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from robattr import timing
-from robattr.attack_protocol import ATTACK_METHODS_000
+from robattr.attack_protocol import ATTACK_METHODS_WANG2020
 from robattr.bounds import ball_smoothing_max_eps
 from robattr.chapters import crosspaper as E
 from robattr.models import build
@@ -26,11 +26,11 @@ from robattr.models import build
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")   # Captum and friends, this file only
 
 SMALL = {
-    "attack_auc_000": dict(eps_list=(2 / 255, 8 / 255), k=4, steps=2, ig_steps=2, n_samples=2),
-    "deviation_bounds_001": dict(k=4, l2_steps=2, linf_steps=2, direct_steps=2, ig_steps=2),
-    "certified_eps_002": dict(n_samples=4, n_attack=2, n_check=4, steps=2, k=4),
-    "interpretation_003": dict(rps_samples=2, attack_steps=2, ratios=4),
-    "retrieval_004": dict(pgd_steps=2, relex_epochs=2, n_noisy=2, ratios=4,
+    "attack_auc_wang2020": dict(eps_list=(2 / 255, 8 / 255), k=4, steps=2, ig_steps=2, n_samples=2),
+    "deviation_bounds_wangkong2023": dict(k=4, l2_steps=2, linf_steps=2, direct_steps=2, ig_steps=2),
+    "certified_eps_wangkong2025": dict(n_samples=4, n_attack=2, n_check=4, steps=2, k=4),
+    "interpretation_joo2023": dict(rps_samples=2, attack_steps=2, ratios=4),
+    "retrieval_lim2021": dict(pgd_steps=2, relex_epochs=2, n_noisy=2, ratios=4,
                           methods=("SimGrad", "SmoothGrad", "IntGrad", "RelEx"), sg_samples=2,
                           ig_steps=2),
 }
@@ -95,49 +95,49 @@ def cnn_results():
 
 
 def test_keys_and_ranges(cnn_results):
-    r = cnn_results["attack_auc_000"]
+    r = cnn_results["attack_auc_wang2020"]
     assert set(r) == {f"{p}_{m}" for p in ("kin_auc", "kin_auc_clean", "spearman_auc")
-                      for m in ATTACK_METHODS_000}
-    for m in ATTACK_METHODS_000:
+                      for m in ATTACK_METHODS_WANG2020}
+    for m in ATTACK_METHODS_WANG2020:
         assert 0 <= r[f"kin_auc_{m}"] <= 1 + 1e-9
         # mass form: the clean top-k share of a map lies in [k/64, 1]; two budgets, AUC = mean
         assert 4 / 64 - 1e-9 <= r[f"kin_auc_clean_{m}"] <= 1 + 1e-9
         assert -1 - 1e-9 <= r[f"spearman_auc_{m}"] <= 1 + 1e-9
-    r = cnn_results["deviation_bounds_001"]
+    r = cnn_results["deviation_bounds_wangkong2023"]
     for n in ("l2", "linf"):
         assert set(k for k in r if k.endswith(n)) == {f"{p}_{n}" for p in (
             "T_e", "T_c_deg", "dev", "angle_deg", "dev_over_Te", "frac_above_Te")}
         assert r[f"T_e_{n}"] > 0 and r[f"dev_{n}"] >= 0
         assert 0 <= r[f"T_c_deg_{n}"] <= 90 and 0 <= r[f"angle_deg_{n}"] <= 180
         assert 0 <= r[f"frac_above_Te_{n}"] <= 1
-    r = cnn_results["certified_eps_002"]
+    r = cnn_results["certified_eps_wangkong2025"]
     assert set(r) == {"eps_cert_mean", "eps_cert_min", "h_unit_norm", "attack_eps",
                       "cos_attack_mean", "cos_attack_min", "frac_certified", "cert_violations"}
     assert 0 <= r["eps_cert_min"] <= r["eps_cert_mean"] and 0 < r["h_unit_norm"] <= 1 + 1e-6
     assert r["attack_eps"] == pytest.approx(r["eps_cert_min"])   # default: certificate check
     assert r["frac_certified"] == 1.0 and r["cert_violations"] == 0
     assert -1 <= r["cos_attack_min"] <= r["cos_attack_mean"] <= 1 + 1e-9
-    r = cnn_results["interpretation_003"]
-    assert set(r) == {f"{p}_{m}" for p in ("rps", "ins", "advins") for m in E.METHODS_003}
-    for m in E.METHODS_003:
+    r = cnn_results["interpretation_joo2023"]
+    assert set(r) == {f"{p}_{m}" for p in ("rps", "ins", "advins") for m in E.METHODS_JOO2023}
+    for m in E.METHODS_JOO2023:
         assert -1 <= r[f"rps_{m}"] <= 1 + 1e-6
         assert 0 <= r[f"ins_{m}"] <= 100 and 0 <= r[f"advins_{m}"] <= 100
-    r = cnn_results["retrieval_004"]
-    assert set(r) == {"fooled"} | {f"{p}_{m}" for p in ("retrieval", "R") for m in E.METHODS_004}
+    r = cnn_results["retrieval_lim2021"]
+    assert set(r) == {"fooled"} | {f"{p}_{m}" for p in ("retrieval", "R") for m in E.METHODS_LIM2021}
     assert all(0 <= v <= 1 for v in r.values())
 
 
 def test_deterministic_under_seed(cnn_results):
     model, (x, y) = _cnn(), _batch()
-    for name in ("attack_auc_000", "certified_eps_002", "retrieval_004"):
+    for name in ("attack_auc_wang2020", "certified_eps_wangkong2025", "retrieval_lim2021"):
         again = _run(name, model, x, y)
         assert again == pytest.approx(cnn_results[name], rel=1e-6, abs=1e-9), name
 
 
 def test_seed_changes_noisy_results():
     model, (x, y) = _cnn(), _batch()
-    a = _run("certified_eps_002", model, x, y, seed=0)
-    b = _run("certified_eps_002", model, x, y, seed=1)
+    a = _run("certified_eps_wangkong2025", model, x, y, seed=0)
+    b = _run("certified_eps_wangkong2025", model, x, y, seed=1)
     assert a["h_unit_norm"] != b["h_unit_norm"]
 
 
@@ -151,7 +151,7 @@ def test_000_constant_attribution_keeps_its_clean_reference(method):
     not constant.)"""
     model, (x, y) = Linear(), _batch(2)
     eps = (1 / 255, 2 / 255, 4 / 255, 8 / 255)
-    r = E.attack_auc_000(model, x, y, methods=(method,), eps_list=eps, k=5, steps=2,
+    r = E.attack_auc_wang2020(model, x, y, methods=(method,), eps_list=eps, k=5, steps=2,
                          ig_steps=3, n_samples=3, multiply_by_input=False)
     assert r[f"kin_auc_{method}"] == pytest.approx(r[f"kin_auc_clean_{method}"], abs=1e-12)
     assert r[f"spearman_auc_{method}"] == pytest.approx(3.0, abs=1e-9)
@@ -165,7 +165,7 @@ def test_000_constant_attribution_keeps_its_clean_reference(method):
 def test_000_attack_moves_a_nonlinear_map():
     """On a random CNN the attack must lower k-in below its no-attack reference."""
     model, (x, y) = _cnn(1), _batch(4, 1)
-    r = E.attack_auc_000(model, x, y, methods=("SM",), eps_list=(8 / 255, 32 / 255, 64 / 255),
+    r = E.attack_auc_wang2020(model, x, y, methods=("SM",), eps_list=(8 / 255, 32 / 255, 64 / 255),
                          k=4, steps=5)
     assert r["kin_auc_SM"] < r["kin_auc_clean_SM"] - 1e-3
 
@@ -180,7 +180,7 @@ def test_001_linear_attribution_never_exceeds_T_e(seed, p, eps):
     model = Quadratic(B)
     x = torch.rand(2, 1, 8, 8, generator=g)
     y = torch.zeros(2, dtype=torch.long)
-    r = E.deviation_bounds_001(model, x, y, eps_l2=eps, eps_linf=eps / 8, k=4, l2_steps=3,
+    r = E.deviation_bounds_wangkong2023(model, x, y, eps_l2=eps, eps_linf=eps / 8, k=4, l2_steps=3,
                                linf_steps=3, direct_steps=3)
     assert r["T_e_l2"] == pytest.approx(float(torch.linalg.matrix_norm(B, 2)) ** 2 * eps,
                                         rel=1e-4)
@@ -192,7 +192,7 @@ def test_002_constant_map_is_certified_exactly():
     """A linear model's unit-normalised gradient is constant: ‖h‖ = 1, the certified budget
     is Cor 1 (corrected) at ‖h‖ = M = 1, and no attack lowers the cosine."""
     model, (x, y) = Linear(), _batch(2)
-    r = E.certified_eps_002(model, x, y, r=0.5, T=0.8, n_samples=4, n_attack=2, n_check=4,
+    r = E.certified_eps_wangkong2025(model, x, y, r=0.5, T=0.8, n_samples=4, n_attack=2, n_check=4,
                             steps=2, k=4, attack_eps=0.3)
     assert r["h_unit_norm"] == pytest.approx(1.0, abs=1e-5)
     assert r["eps_cert_mean"] == pytest.approx(float(ball_smoothing_max_eps(1.0, 1.0, 64, 0.5,
@@ -203,7 +203,7 @@ def test_002_constant_map_is_certified_exactly():
 
 def test_003_constant_gradient_rps_one_and_attack_cannot_move_insertion():
     model, (x, y) = Linear(), _batch(3)
-    r = E.interpretation_003(model, x, y, methods=("Grad",), rps_samples=3, attack_steps=3,
+    r = E.interpretation_joo2023(model, x, y, methods=("Grad",), rps_samples=3, attack_steps=3,
                              ratios=5)
     assert r["rps_Grad"] == pytest.approx(1.0, abs=1e-6)
     assert r["advins_Grad"] == pytest.approx(r["ins_Grad"], abs=1e-9)
@@ -211,7 +211,7 @@ def test_003_constant_gradient_rps_one_and_attack_cannot_move_insertion():
 
 def test_004_constant_classifier_is_never_fooled_and_always_retrieved():
     model, (x, y) = Constant(), _batch(3)
-    r = E.retrieval_004(model, x, y, methods=("SimGrad", "RelEx"), pgd_steps=2, relex_epochs=2,
+    r = E.retrieval_lim2021(model, x, y, methods=("SimGrad", "RelEx"), pgd_steps=2, relex_epochs=2,
                         n_noisy=2, ratios=4)
     assert r["fooled"] == 0.0
     assert r["retrieval_SimGrad"] == 1.0 and r["retrieval_RelEx"] == 1.0
@@ -219,33 +219,33 @@ def test_004_constant_classifier_is_never_fooled_and_always_retrieved():
 
 def test_004_pgd_fools_a_linear_model_at_a_large_budget():
     model, (x, y) = Linear(2), _batch(4, 2)
-    r = E.retrieval_004(model, x, y, methods=("SimGrad",), eps=0.5, pgd_steps=10, ratios=4)
+    r = E.retrieval_lim2021(model, x, y, methods=("SimGrad",), eps=0.5, pgd_steps=10, ratios=4)
     assert r["fooled"] > 0
 
 
 # --------------------------------------------------------------------------- bad arguments
 BAD = [
-    ("attack_auc_000", dict(methods=("XX",))),
-    ("attack_auc_000", dict(methods="SM")),
-    ("attack_auc_000", dict(eps_list=(0.1,))),
-    ("attack_auc_000", dict(eps_list=(0.2, 0.1))),
-    ("attack_auc_000", dict(k=0)),
-    ("attack_auc_000", dict(k=65)),
-    ("attack_auc_000", dict(steps=0)),
-    ("deviation_bounds_001", dict(norms=("l3",))),
-    ("deviation_bounds_001", dict(method="lrp")),
-    ("deviation_bounds_001", dict(eps_l2=-1.0)),
-    ("certified_eps_002", dict(T=1.0)),
-    ("certified_eps_002", dict(r=0.0)),
-    ("certified_eps_002", dict(base="gbp")),
-    ("certified_eps_002", dict(n_samples=1)),
-    ("certified_eps_002", dict(attack_eps=-0.1)),
-    ("interpretation_003", dict(gamma=1.5)),
-    ("interpretation_003", dict(methods=("Grad", "IG"))),
-    ("interpretation_003", dict(rps_eps=0.0)),
-    ("retrieval_004", dict(methods=("MASK",))),
-    ("retrieval_004", dict(eps=float("nan"))),
-    ("retrieval_004", dict(seed=-1)),
+    ("attack_auc_wang2020", dict(methods=("XX",))),
+    ("attack_auc_wang2020", dict(methods="SM")),
+    ("attack_auc_wang2020", dict(eps_list=(0.1,))),
+    ("attack_auc_wang2020", dict(eps_list=(0.2, 0.1))),
+    ("attack_auc_wang2020", dict(k=0)),
+    ("attack_auc_wang2020", dict(k=65)),
+    ("attack_auc_wang2020", dict(steps=0)),
+    ("deviation_bounds_wangkong2023", dict(norms=("l3",))),
+    ("deviation_bounds_wangkong2023", dict(method="lrp")),
+    ("deviation_bounds_wangkong2023", dict(eps_l2=-1.0)),
+    ("certified_eps_wangkong2025", dict(T=1.0)),
+    ("certified_eps_wangkong2025", dict(r=0.0)),
+    ("certified_eps_wangkong2025", dict(base="gbp")),
+    ("certified_eps_wangkong2025", dict(n_samples=1)),
+    ("certified_eps_wangkong2025", dict(attack_eps=-0.1)),
+    ("interpretation_joo2023", dict(gamma=1.5)),
+    ("interpretation_joo2023", dict(methods=("Grad", "IG"))),
+    ("interpretation_joo2023", dict(rps_eps=0.0)),
+    ("retrieval_lim2021", dict(methods=("MASK",))),
+    ("retrieval_lim2021", dict(eps=float("nan"))),
+    ("retrieval_lim2021", dict(seed=-1)),
 ]
 
 

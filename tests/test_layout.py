@@ -5,7 +5,7 @@ machinery (``robattr.book``: notebooks, parameters, profiles, stamps, execution,
 sweeps, the ``robattr`` command). The import graph of robattr's modules, read with
 ``ast`` from the source (absolute and relative imports, at any depth of the code, inside
 functions too), has no cycle, and no core module imports ``robattr.book``. The book's
-former top-level names (``robattr.pipeline``, ``robattr.params``, ...) still resolve.
+former top-level names (``robattr.pipeline``, ``robattr.params``, ...) are gone.
 """
 from __future__ import annotations
 
@@ -145,8 +145,7 @@ def _circle(graph: dict[str, set[str]], group: list[str]) -> list[str]:
 
 
 def robattr_graph() -> dict[str, set[str]]:
-    aliases = {f"robattr.{old}": new for old, new in robattr._BOOK_ALIASES.items()}
-    return import_graph(ROOT / "robattr", aliases)
+    return import_graph(ROOT / "robattr")
 
 
 # ------------------------------------------------------------------ the scanner itself
@@ -220,35 +219,24 @@ def test_the_book_machinery_lives_in_robattr_book():
     assert sorted((ROOT / "robattr" / "book" / "profiles").glob("*.yml"))
 
 
-# ------------------------------------------------------------------ old names
-@pytest.mark.parametrize("old", sorted(robattr._BOOK_ALIASES))
-def test_old_top_level_names_still_resolve(old):
-    module = importlib.import_module(robattr._BOOK_ALIASES[old])
-    assert getattr(robattr, old) is module
-    assert old in robattr.__all__
-
-
-def test_old_imports_keep_working():
-    from robattr import executors, params, pipeline, results, sweep, verdicts_page
-    from robattr.book import builder, html, notebooks, profiles, stamps
-
-    assert robattr.check_params is params.check_notebook
-    assert results.record and verdicts_page.write and executors.run_jobs and sweep.sweep
-    assert robattr.cli.main is importlib.import_module("robattr.book.cli").main
-    assert pipeline.build is builder.build and pipeline.build_html is html.build_html
-    assert pipeline.discover is notebooks.discover and pipeline.resolve is profiles.resolve
-    assert pipeline.STAMPS == stamps.STAMPS
-    for name in pipeline.__all__:            # every former robattr.pipeline name
-        assert getattr(pipeline, name) is not None, name
+# ------------------------------------------------------------------ no old names
+@pytest.mark.parametrize("old", ["pipeline", "params", "executors", "sweep", "verdicts_page",
+                                 "cli", "evaluate", "lim2021", "wang2020", "wangkong2025",
+                                 "check_params"])
+def test_former_top_level_names_are_gone(old):
+    """Issue 40: no compatibility alias keeps a name no notebook needs; the modules are
+    imported from where they live (robattr.book.*, robattr.chapters.*)."""
     with pytest.raises(AttributeError):
-        pipeline.no_such_name
+        getattr(robattr, old)
+    assert old not in robattr.__all__
 
 
-@pytest.mark.parametrize("old", sorted(robattr._CHAPTER_ALIASES))
-def test_former_chapter_modules_still_resolve(old):
-    """``robattr.wang2020`` and the like name the chapter packages that replaced them."""
-    assert getattr(robattr, old) is importlib.import_module(robattr._CHAPTER_ALIASES[old])
-    assert old in robattr.__all__
+def test_the_book_package_defines_no_names_of_its_own():
+    import robattr.book
+
+    with pytest.raises(AttributeError):
+        robattr.book.build
+    assert robattr.start is importlib.import_module("robattr.book.session").start
 
 
 def test_the_console_script_and_the_profiles_ship_with_the_package():
@@ -293,7 +281,7 @@ def test_imports_run_one_way_between_library_chapters_and_book():
             wrong += [f"{rel} imports {m}" for m in into_chapters
                       if m not in {"robattr.chapters", "robattr.chapters.declaration",
                                    "robattr.chapters.declarations"}]
-        elif rel != "robattr/__init__.py":        # its lazy aliases keep old names resolving
+        else:
             wrong += [f"{rel} imports {m}" for m in into_chapters]
     assert wrong == [], "\n".join(wrong)
 

@@ -90,7 +90,7 @@ def test_bad_arch_and_info():
 
 
 # --------------------------------------------------------------------------- LeNet of 003
-def test_lenet_matches_paper_003():
+def test_lenet_matches_paper_joo2023():
     model = build("lenet", CIFAR)
     layers = list(model)[1:]  # after Normalize
     A = (nn.ReLU,)

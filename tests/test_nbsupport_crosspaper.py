@@ -68,13 +68,13 @@ def _old_notebook_per_image(paper, m, X, Y, kw):
         h = st["h"].flatten(1).norm(dim=1).double().cpu().numpy()
         v = ball_smoothing_max_eps(np.clip(h, 1e-12, 1.0), 1.0, X[0].numel(), r, T, corrected=True)
     else:
-        name, opts = P.METHODS_000["SM"]
-        clean = P.attribution_map_000(name, opts, m, X, Y, seed)
+        name, opts = P.METHODS_WANG2020["SM"]
+        clean = P.attribution_map_wang2020(name, opts, m, X, Y, seed)
         kin = []
         for eps in kw["eps_list"]:
             res = topk_attack(m, X, Y, k=kw["k"], eps=eps, criterion="mass", method=name,
                               method_options=dict(opts), steps=kw["steps"], seed=seed)
-            kin.append(P.metrics_000(clean, P.attribution_map_000(name, opts, m, res.x_adv, Y, seed),
+            kin.append(P.metrics_wang2020(clean, P.attribution_map_wang2020(name, opts, m, res.x_adv, Y, seed),
                                      kw["k"])["k-in"])
         v = auc_over_eps(torch.stack(kin, -1).double())
     return np.asarray(v.detach().cpu() if torch.is_tensor(v) else v, dtype=float).reshape(-1)

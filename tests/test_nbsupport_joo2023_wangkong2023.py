@@ -365,7 +365,7 @@ def test_eps_label_guarded_and_random_deviation():
     assert T.guarded(rule, np.zeros(50), np.zeros(50)).verdict == "inconclusive"
     outside = T.guarded(rule, np.linspace(1, 2, 50), np.zeros(50), broken="max-pooling")
     assert outside.verdict == "not comparable" and "max-pooling" in outside.rule
-    assert rule.rule in outside.rule and T.HYPOTHESIS_001 in outside.rule
+    assert rule.rule in outside.rule and T.HYPOTHESIS_WANGKONG2023 in outside.rule
     assert T.guarded(rule, np.zeros(50), np.zeros(50), broken="max-pooling").verdict == "not comparable"
     net = _softplus_net(0, d=4).float()
     x = torch.rand(3, 4)
@@ -401,7 +401,7 @@ def test_linear_share_judges_on_the_locally_linear_cases():
     assert T.linear_share(~ok, linear, groups, at_least=0.9).verdict == "does not hold"
     # most cases outside the hypothesis: not comparable, with what was measured on all
     v = T.linear_share(ok, np.full(120, 1.0), groups, at_least=0.9)
-    assert v.verdict == "not comparable" and T.HYPOTHESIS_001 in v.rule and "measured on all" in v.rule
+    assert v.verdict == "not comparable" and T.HYPOTHESIS_WANGKONG2023 in v.rule and "measured on all" in v.rule
     # too few images to confirm the share, even if every one passes
     v = T.linear_share(ok[:20], linear[:20], groups[:20], at_least=0.9)
     assert v.verdict == "inconclusive" and "could not confirm" in v.rule

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from robattr import verdicts
-from robattr.attack_protocol import METRICS_000
+from robattr.attack_protocol import METRICS_WANG2020
 from robattr.chapters import lim2021, wang2020
 
 
@@ -173,7 +173,7 @@ def test_attack_curves_and_no_attack_kin_on_a_tiny_model():
     f = wang2020.attack_curves(model, x, methods=methods, attacks=("topk",), attacked=["SM"],
                                eps_list=[1 / 255, 2 / 255], k=4, steps=1, surrogate_beta=10.0, seed=0)
     assert set(f.attack) == {"TopK"} and set(f.source) == {"attack", "random"}
-    assert set(f.metric) == set(METRICS_000) and set(f.image) == {0, 1}
+    assert set(f.metric) == set(METRICS_WANG2020) and set(f.image) == {0, 1}
     kin = wang2020.no_attack_kin(model, x, methods, k=4, seed=0, names=["SM"])
     assert list(kin) == ["SM"] and kin["SM"].shape == (2,) and (kin["SM"] <= 1 + 1e-6).all()
     with pytest.raises(ValueError, match="label"):

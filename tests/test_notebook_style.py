@@ -50,15 +50,22 @@ def long_cells() -> list[tuple[int, str, int]]:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
-def test_setup_cell_is_collapsed_and_is_the_only_one_that_checks_parameters(path):
+def test_one_prologue_in_the_collapsed_setup_cell_and_one_epilogue(path):
     cells = code_cells(path)
     (where,) = [n for n, (_, c) in enumerate(cells) if "parameters" in tags(c)]
     setup = cells[where + 1][1]
     assert "hide-input" in tags(setup), f"{key(path)}: the setup cell is not collapsed"
-    assert "robattr.check_params()" in "".join(setup["source"])
+    assert "robattr.start()" in "".join(setup["source"])
     for i, c in cells[where + 2:]:
-        assert "check_params" not in "".join(c["source"]), \
-            f"{key(path)} cell {i}: parameters are checked in a visible cell"
+        assert "robattr.start(" not in "".join(c["source"]), \
+            f"{key(path)} cell {i}: a second prologue"
+    assert "".join(cells[-1][1]["source"]).strip() == "run.finish()", \
+        f"{key(path)}: the last code cell is not the epilogue `run.finish()`"
+    for i, c in cells:
+        text = "".join(c["source"])
+        for copied in ("check_params", "set_theme(", "t_start"):
+            assert copied not in text, \
+                f"{key(path)} cell {i}: {copied!r} is the prologue's or epilogue's job"
 
 
 def test_long_code_cells_are_few():

@@ -18,7 +18,7 @@ fail_at = -1  # int | cell raises when n equals this
 '''
 
 BODY = '''import robattr
-robattr.check_params()
+run = robattr.start()
 squares = [i * i for i in range(n)]
 print(name, squares)'''
 

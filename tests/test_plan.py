@@ -140,8 +140,8 @@ def test_the_linf_bound_declares_its_cubic_product(d, n):
     of d x d matrices, d**3 multiply-adds each, besides the d vjps of the dense Jacobian.
     At d = 784 (MNIST) with 64 images that product took 1.5 s of a 2.2 s call, undeclared."""
     shape = {64: "digits", 784: "mnist", 3072: "cifar10"}[d]
-    linf = cost.bounds_001(FAM, shape, n, 1, "linf", 10, 10)
-    l2 = cost.bounds_001(FAM, shape, n, 1, "l2", 10, 10)
+    linf = cost.bounds_wangkong2023(FAM, shape, n, 1, "linf", 10, 10)
+    l2 = cost.bounds_wangkong2023(FAM, shape, n, 1, "l2", 10, 10)
     mm = [w for w in linf if w.kind == "matmul"]
     assert len(mm) == 1 and mm[0].calls == n and mm[0].rows == n * d ** 3
     assert not [w for w in l2 if w.kind == "matmul"]

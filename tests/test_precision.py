@@ -2,8 +2,9 @@
 on and restore it, and bf16 autocasts CUDA only (so CPU arithmetic is unchanged).
 
 PyTorch's flags (``torch.backends.cuda.matmul.allow_tf32``, ``torch.backends.cudnn.allow_tf32``)
-can be read and set without a GPU. The policy applied at import is checked in fresh
-interpreters, so that no other test's state is involved. The CUDA side of bf16 (a
+can be read and set without a GPU. That no import applies the policy, and what
+``precision.apply`` sets from ``$ROBATTR_PRECISION``, are checked in fresh interpreters, so
+that no other test's state is involved. The CUDA side of bf16 (a
 convolution's output in bfloat16) is tested in ``tests/test_cuda.py``
 (``test_bf16_scope_autocasts_convolutions_on_cuda``).
 """
@@ -38,31 +39,59 @@ def fresh_interpreter(code: str, env_value: str | None) -> subprocess.CompletedP
 
 IMPORT_AND_READ = """
 import json, torch
-import robattr.attributions
+before = [torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32]
+import robattr.attributions, robattr.zoo, robattr.utils, robattr.train
 from robattr import precision
-print(json.dumps([precision.get(), torch.backends.cuda.matmul.allow_tf32,
+after = [torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32]
+print(json.dumps([before == after, precision.applied()]))
+"""
+
+APPLY_AND_READ = """
+import json, torch
+from robattr import precision
+mode = precision.apply()
+print(json.dumps([mode, precision.get(), torch.backends.cuda.matmul.allow_tf32,
                   torch.backends.cudnn.allow_tf32]))
 """
 
 
-@pytest.mark.parametrize("env_value,expected", [
-    (None, ["fp32", False, False]),   # full fp32 (PyTorch's own cuDNN default is TF32 on)
-    ("tf32", ["tf32", True, True]),
-    (" TF32 ", ["tf32", True, True]),
-    ("", ["fp32", False, False]),
-])
-def test_policy_applied_when_robattr_attributions_is_imported(env_value, expected):
+@pytest.mark.parametrize("env_value", [None, "tf32"])
+def test_no_import_touches_pytorchs_flags(env_value):
     done = fresh_interpreter(IMPORT_AND_READ, env_value)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, False]
+
+
+@pytest.mark.parametrize("env_value,expected", [
+    (None, ["fp32", "fp32", False, False]),   # full fp32 (PyTorch's own cuDNN default: TF32)
+    ("tf32", ["tf32", "tf32", True, True]),
+    (" TF32 ", ["tf32", "tf32", True, True]),
+    ("", ["fp32", "fp32", False, False]),
+])
+def test_apply_sets_the_policy_of_the_environment(env_value, expected):
+    done = fresh_interpreter(APPLY_AND_READ, env_value)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
 
 
 def test_environment_rejects_an_unknown_or_block_only_mode():
     for value, hint in (("fp16", "got 'fp16'"), ("bf16", "only inside")):
-        done = fresh_interpreter("import robattr.attributions", value)
+        done = fresh_interpreter("from robattr import precision; precision.apply()", value)
         assert done.returncode != 0
         assert "ValueError" in done.stderr and "$ROBATTR_PRECISION" in done.stderr
         assert hint in done.stderr
+
+
+def test_the_first_cuda_device_applies_the_policy(monkeypatch):
+    """Without a GPU: ``get_device`` of a CUDA device applies the policy once, a CPU device
+    does not."""
+    from robattr import utils
+
+    calls = []
+    monkeypatch.setitem(precision._state, "applied", False)
+    monkeypatch.setattr(precision, "apply", lambda: calls.append(1))
+    assert utils.get_device("cpu").type == "cpu" and calls == []
+    assert utils.get_device(torch.device("cuda")).type == "cuda" and calls == [1]
 
 
 def test_default_mode_in_this_process():

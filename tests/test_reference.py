@@ -22,7 +22,7 @@ acc = 0.5  # float | our number for Table 4's beta = 0.3 row
 dataset = "digits"  # str | recorded in the provenance
 '''
 BODY = '''import robattr
-robattr.check_params()
+run = robattr.start()
 import pandas as pd
 from IPython.display import display
 from robattr import papers, verdicts

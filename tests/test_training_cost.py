@@ -25,7 +25,7 @@ def test_paper_ratios_come_from_the_tables(training):
     ratios = training.paper_ratios()
     table = papers.table("wang2020_table3")
     hours = {r.training: r.value for r in table[table["metric"] == "time_per_epoch_h"].itertuples()}
-    assert set(hours) == set(training.PAPER_000.values()) == {"Madry", "SSR", "IG-NORM"}
+    assert set(hours) == set(training.PAPER_WANG2020.values()) == {"Madry", "SSR", "IG-NORM"}
     assert ratios["000"]["SSR"] == pytest.approx(0.18 / 0.24)
     assert ratios["000"]["IG-NORM"] == pytest.approx(0.44 / 0.24)
     assert ratios["003"][("LeNet", "l2+Cosd", "time")] == 2.75

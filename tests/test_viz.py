@@ -335,7 +335,7 @@ def test_log_axes_are_labelled_with_plain_numbers():
 
 
 def test_notebooks_show_whole_tables():
-    """check_params (every notebook's first call) lifts pandas' 20-column cut, which hid
+    """robattr.start() (every notebook's prologue) lifts pandas' 20-column cut, which hid
     the paper's numbers beside ours behind a "…"."""
     import pandas as pd
 

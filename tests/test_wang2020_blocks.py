@@ -1,4 +1,4 @@
-"""robattr.wang2020's Table 2 blocks and its two checks of the released code's conventions
+"""robattr.chapters.wang2020's Table 2 blocks and its two checks of the released code's conventions
 (SSR's channel-averaged eigenvalue, the Keras reading of Uniform Gradient)."""
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ meaningful_perturbation    004 "MASK" (Fong & Vedaldi 2017)                no
 =========================  ==============================================  ===============
 
 Post-processing: :func:`reduce_channels`, :func:`percentile_normalize`,
-:func:`minmax_normalize`, :func:`saliency_000`, :func:`to_mask` (004's map as a [0, 1]
+:func:`minmax_normalize`, :func:`saliency_wang2020`, :func:`to_mask` (004's map as a [0, 1]
 mask). Noise samplers (for the book's checks): :func:`gaussian_noise`, :func:`cube_noise`,
 :func:`ball_noise`.
 """
@@ -43,7 +43,7 @@ from .integrated_gradients import IG_METHODS, integrated_gradients, path_points
 from .lrp import Epsilon, ZBox, ZPlus, lrp, stabilize
 from .noise import ball_noise, cube_noise, gaussian_noise
 from .postprocess import (MASK_KINDS, minmax_normalize, percentile_normalize, reduce_channels,
-                          saliency_000, to_mask)
+                          saliency_wang2020, to_mask)
 from .relex import relex, relex_loss
 from .smoothing import ball_smooth, ball_smoothed, noise_average, smoothgrad, uniform_grad
 
@@ -66,6 +66,6 @@ __all__ = [
     "guided_backprop", "guided_activations", "lrp", "ZPlus", "ZBox", "Epsilon", "stabilize",
     "relex", "relex_loss", "grad_cam", "deeplift", "meaningful_perturbation", "last_conv",
     "gaussian_noise", "cube_noise", "ball_noise",
-    "reduce_channels", "percentile_normalize", "minmax_normalize", "saliency_000",
+    "reduce_channels", "percentile_normalize", "minmax_normalize", "saliency_wang2020",
     "MASK_KINDS", "to_mask",
 ]

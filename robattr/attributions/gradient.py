@@ -29,7 +29,7 @@ def input_x_grad(model: nn.Module, x: torch.Tensor, target=None, *,
     """Input x Gradient, ``x * grad`` (Shrikumar et al., 2017; 003's "xGrad").
 
     000 uses it as the "saliency" of its attack experiments (then takes ``|.|`` summed
-    over channels, see :func:`robattr.attributions.saliency_000`). Pixels are in [0, 1],
+    over channels, see :func:`robattr.attributions.saliency_wang2020`). Pixels are in [0, 1],
     so the product is taken in pixel units, before the model's Normalize layer.
     """
     g = grad(model, x, target, create_graph=create_graph)

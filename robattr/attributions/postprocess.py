@@ -1,7 +1,7 @@
 """Turning attributions into heatmaps: the papers' reductions and normalizations.
 
 All are batched torch (one map per input) and differentiable where the maths is
-(``reduce_channels``, ``saliency_000``), so attacks can use them.
+(``reduce_channels``, ``saliency_wang2020``), so attacks can use them.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from ._core import check_input, check_positive
 
-__all__ = ["reduce_channels", "percentile_normalize", "minmax_normalize", "saliency_000",
+__all__ = ["reduce_channels", "percentile_normalize", "minmax_normalize", "saliency_wang2020",
            "MASK_KINDS", "to_mask"]
 
 REDUCTIONS = ("abs_sum", "sum", "mean", "abs_mean", "abs")
@@ -70,7 +70,7 @@ def minmax_normalize(a: torch.Tensor) -> torch.Tensor:
     return percentile_normalize(a, q=100.0)
 
 
-def saliency_000(a: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+def saliency_wang2020(a: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
     """000's saliency map (its reference code, ``SMWrapper`` / ``BallWrapper``):
     ``s = sum_c |a * x|``, rescaled so that each map sums to ``H * W``:
     ``s * H W / sum(s)``. Pass ``x=None`` when ``a`` is already multiplied by the input

@@ -4,8 +4,7 @@ The science core (``robattr.data``, ``models``, ``attributions``, ...) never imp
 this subpackage; here each module is one concept and imports only modules listed above
 it (``tests/test_layout.py`` checks both):
 
-``params``         the rule language of a parameters cell; ``check_notebook`` is
-                   ``robattr.check_params()``
+``params``         the rule language of a parameters cell, ``check_notebook``
 ``notebooks``      the book's root, its notebooks (key, path) and their parameters
 ``profiles``       profiles (``quick``, ``paper``, ``smoke``: YAML files in this
                    package's folder) and one notebook's values: defaults ← profile ←
@@ -23,32 +22,7 @@ it (``tests/test_layout.py`` checks both):
 What a notebook records (:mod:`robattr.results`) stays in the core: notebooks and
 :func:`robattr.papers.claim` write it, the build reads it.
 
-The names of the former ``robattr.pipeline`` module are attributes of this package
-(``robattr.pipeline`` is this package), loaded on first use.
+Import the module that defines a name (``from robattr.book.builder import build``); the
+package itself defines none. A notebook's prologue, ``robattr.start()``, is
+:func:`robattr.book.session.start`.
 """
-from __future__ import annotations
-
-import importlib
-
-#: The former ``robattr.pipeline``'s names: {name: the module that now defines it}.
-_PIPELINE_NAMES = {
-    "Parameter": "params", "ParameterError": "params",
-    "Notebook": "notebooks", "project_root": "notebooks", "discover": "notebooks",
-    "find": "notebooks", "read_parameters": "notebooks",
-    "PROFILES": "profiles", "load_profile": "profiles", "parse_value": "profiles",
-    "resolve": "profiles", "effective_precision": "profiles", "precision_env": "profiles",
-    "profile_label": "profiles", "resources": "profiles",
-    "STAMPS": "stamps", "stamp": "stamps",
-    "NotebookFailure": "execution", "execute": "execution", "results_path": "execution",
-    "make_job": "executors",
-    "BuildReport": "builder", "build": "builder", "run_one": "builder",
-    "build_html": "html",
-}
-
-__all__ = sorted(_PIPELINE_NAMES)
-
-
-def __getattr__(name: str):
-    if name in _PIPELINE_NAMES:
-        return getattr(importlib.import_module(f"robattr.book.{_PIPELINE_NAMES[name]}"), name)
-    raise AttributeError(f"module 'robattr.book' has no attribute {name!r}")

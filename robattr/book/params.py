@@ -33,7 +33,7 @@ The rule syntax:
 A parameter without a rule is refused, so is a name the cell does not declare.
 ``robattr run/build/sweep`` check every value against these rules before papermill
 starts (:func:`check_values`); the notebook checks its own values with one call,
-``robattr.check_params()`` (:func:`check_notebook`), which reads the same cell.
+``robattr.start()`` (through :func:`check_notebook`), which reads the same cell.
 """
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def _history_cell() -> str:
         get_ipython = None
     ip = get_ipython() if get_ipython else None
     if ip is None:
-        raise RuntimeError("robattr.check_params() reads the notebook's parameters cell and "
+        raise RuntimeError("robattr.start() reads the notebook's parameters cell and "
                            "must run inside a notebook; elsewhere call "
                            "robattr.book.params.check_values(read_cell(source), values)")
     for source in reversed(ip.user_ns.get("In", [])):
@@ -192,16 +192,11 @@ def check_notebook(namespace: dict[str, Any] | None = None,
                    source: str | None = None) -> dict[str, Any]:
     """Check the running notebook's parameters against their declarations.
 
-    ``robattr.check_params()`` in a notebook's first code cell: the declarations come
+    :func:`robattr.start` calls it in a notebook's first code cell: the declarations come
     from the parameters cell (``source``, default: found in IPython's history), the
     values from ``namespace`` (default: the notebook's globals, after papermill's
-    injected cell). Returns the checked values; raises :class:`ParameterError`.
-
-    It also sets the book's table display (:func:`robattr.viz.show_whole_tables`), since
-    every notebook calls it first."""
-    from robattr.viz import show_whole_tables
-
-    show_whole_tables()
+    injected cell). Returns the checked values; raises :class:`ParameterError`. It checks
+    and changes nothing else: :func:`robattr.start`, the notebook's prologue, calls it."""
     source = source if source is not None else _history_cell()
     params = read_cell(source)
     if namespace is None:

@@ -32,7 +32,7 @@ shares this module's argument checks.
 ``δ ‖H_x‖₂``.
 
 000's attack evaluation (Tables 2-6: the attacks, metrics and AUC aggregation) is not a
-bound; it lives in :mod:`robattr.attack_protocol` (:func:`robattr.attack_protocol.attack_eval_000`).
+bound; it lives in :mod:`robattr.attack_protocol` (:func:`robattr.attack_protocol.attack_eval_wang2020`).
 """
 from __future__ import annotations
 

@@ -335,7 +335,7 @@ def center_dislocation(a, b, *, reduce: Reduce = "abs_sum") -> torch.Tensor:
     N×H×W). Its centre is the mass-weighted mean (row, column) pixel index
     (:func:`mass_center`), so the scale of a map does not matter, and the distance between
     the two centres is ``sqrt(Δrow² + Δcol²)`` in pixels: 0 for maps with the same centre, at
-    most the image diagonal. 000's tables use it through :func:`robattr.attack_protocol.metrics_000`
+    most the image diagonal. 000's tables use it through :func:`robattr.attack_protocol.metrics_wang2020`
     (the clean and the attacked map of one method). 000's App. C1 prints the formula as
     ``sum_i |z_i - z'_i|``, an l1 distance between the maps, not between their centres; its
     released code computes the centre distance above (eval/keras_v1/utils.py and

@@ -5,11 +5,11 @@ put the five yardsticks behind one call shape so that any model (in particular e
 model of :mod:`robattr.zoo`) can be scored by all of them::
 
     from robattr.chapters import crosspaper as E
-    E.attack_auc_000(model, x, y)          # 000: top-k attack, k-in (mass) / Spearman AUC
-    E.deviation_bounds_001(model, x, y)    # 001: T_e, T_c and the attacked deviations
-    E.certified_eps_002(model, x, y)       # 002: certified eps at T = 0.8 (corrected bound)
-    E.interpretation_003(model, x, y)      # 003: RPS, Insertion, Adv-Insertion
-    E.retrieval_004(model, x, y)           # 004: class retrieval under PGD, feature relevance R
+    E.attack_auc_wang2020(model, x, y)          # 000: top-k attack, k-in (mass) / Spearman AUC
+    E.deviation_bounds_wangkong2023(model, x, y)    # 001: T_e, T_c and the attacked deviations
+    E.certified_eps_wangkong2025(model, x, y)       # 002: certified eps at T = 0.8 (corrected bound)
+    E.interpretation_joo2023(model, x, y)      # 003: RPS, Insertion, Adv-Insertion
+    E.retrieval_lim2021(model, x, y)           # 004: class retrieval under PGD, feature relevance R
 
 Every function takes a model in eval mode, a batch ``x`` of pixels in [0, 1] and the
 labels ``y`` (``None``: the model's predictions), and returns a flat ``dict`` of Python
@@ -31,17 +31,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from robattr.attack_protocol import (ATTACK_METHODS_000, METHODS_000, attack_eval_000,
-                                     attribution_map_000, auc_000, metrics_000)
+from robattr.attack_protocol import (ATTACK_METHODS_WANG2020, METHODS_WANG2020, attack_eval_wang2020,
+                                     attribution_map_wang2020, auc_wang2020, metrics_wang2020)
 from robattr.utils import check_image_batch, check_int, check_model, check_number
 
-__all__ = ["METHODS_003", "METHODS_004", "attack_auc_000", "deviation_bounds_001",
-           "certified_eps_002", "interpretation_003", "retrieval_004"]
+__all__ = ["METHODS_JOO2023", "METHODS_LIM2021", "attack_auc_wang2020", "deviation_bounds_wangkong2023",
+           "certified_eps_wangkong2025", "interpretation_joo2023", "retrieval_lim2021"]
 
 #: 003's four attributions.
-METHODS_003 = ("Grad", "xGrad", "GBP", "LRP")
+METHODS_JOO2023 = ("Grad", "xGrad", "GBP", "LRP")
 #: 004's explainers evaluated here (RelEx is 004's own; the others are its baselines).
-METHODS_004 = ("SimGrad", "SmoothGrad", "IntGrad", "RelEx")
+METHODS_LIM2021 = ("SimGrad", "SmoothGrad", "IntGrad", "RelEx")
 
 #: ``_positive(name, v)``: ``v`` as a float if it is a finite number > 0, else a ValueError.
 _positive = functools.partial(check_number, positive=True)
@@ -94,10 +94,10 @@ def _mean(t) -> float:
 
 
 # --------------------------------------------------------------------------- 000
-def _methods_000(ig_steps, n_samples, sg_noise, ug_radius, multiply_by_input):
-    """:data:`METHODS_000` with the sizes of :func:`attack_auc_000` (and, for
+def _methods_wang2020(ig_steps, n_samples, sg_noise, ug_radius, multiply_by_input):
+    """:data:`METHODS_WANG2020` with the sizes of :func:`attack_auc_wang2020` (and, for
     ``multiply_by_input=False``, the plain gradient for SM and the mean gradient for SG/UG)."""
-    table = {m: (name, dict(opts)) for m, (name, opts) in METHODS_000.items()}
+    table = {m: (name, dict(opts)) for m, (name, opts) in METHODS_WANG2020.items()}
     if not multiply_by_input:
         table["SM"] = ("grad", {})
     table["IG"][1]["steps"] = ig_steps
@@ -108,16 +108,16 @@ def _methods_000(ig_steps, n_samples, sg_noise, ug_radius, multiply_by_input):
     return table
 
 
-def attack_auc_000(model: nn.Module, x: torch.Tensor, y=None, *,
-                   methods: Sequence[str] = ATTACK_METHODS_000,
+def attack_auc_wang2020(model: nn.Module, x: torch.Tensor, y=None, *,
+                   methods: Sequence[str] = ATTACK_METHODS_WANG2020,
                    eps_list: Sequence[float] = (2 / 255, 4 / 255, 8 / 255, 16 / 255),
                    k: int = 8, steps: int = 10, step_size: float | None = None,
                    ig_steps: int = 8, n_samples: int = 8, sg_noise: float = 0.1,
                    ug_radius: float = 4 / 255, multiply_by_input: bool = True,
                    surrogate_beta=None, seed: int = 0) -> dict:
     """000 (Wang et al., NeurIPS 2020), Table 2 as scalars: for each method of ``methods``
-    (SM, IG, SG, UG), :func:`attack_eval_000` with ``attack="topk"``, its k-in and
-    Spearman curves over ``eps_list`` aggregated by :func:`auc_000` (the area with unit
+    (SM, IG, SG, UG), :func:`attack_eval_wang2020` with ``attack="topk"``, its k-in and
+    Spearman curves over ``eps_list`` aggregated by :func:`auc_wang2020` (the area with unit
     spacing, :func:`robattr.metrics.auc_over_eps`: a metric equal to 1 at every budget
     gives ``len(eps_list) - 1``). This is the protocol of the wang2020 chapter's tables at
     smaller sizes (``steps``, ``ig_steps``, ``n_samples``), with the labels ``y`` as the
@@ -128,7 +128,7 @@ def attack_auc_000(model: nn.Module, x: torch.Tensor, y=None, *,
     SG's and UG's noise is drawn from ``seed``: the same draws inside the attack and for
     the clean and attacked maps.
 
-    **k-in is 000's mass form** (:func:`metrics_000`): the share of the attacked map's
+    **k-in is 000's mass form** (:func:`metrics_wang2020`): the share of the attacked map's
     mass that falls on the clean map's top-k pixels. An unattacked map does not score 1
     but the share of its own mass in its top k, which differs between models and methods.
     We therefore return the raw mass-form AUC (000's number) together with its no-attack
@@ -145,7 +145,7 @@ def attack_auc_000(model: nn.Module, x: torch.Tensor, y=None, *,
 
     model = check_model(model)
     x, y = check_image_batch(x, y)
-    methods = _methods("methods", methods, ATTACK_METHODS_000)
+    methods = _methods("methods", methods, ATTACK_METHODS_WANG2020)
     eps_list = _eps_list(eps_list)
     k = _k(k, x)
     steps = check_int("steps", steps)
@@ -155,15 +155,15 @@ def attack_auc_000(model: nn.Module, x: torch.Tensor, y=None, *,
         _positive("step_size", step_size)
     check_int("seed", seed, 0)
     y = _target(model, x, y)
-    table = _methods_000(ig_steps, n_samples, sg_noise, ug_radius, multiply_by_input)
+    table = _methods_wang2020(ig_steps, n_samples, sg_noise, ug_radius, multiply_by_input)
     out = {}
     for name in methods:
-        curves = attack_eval_000(model, x, attack="topk", method=name, eps_list=eps_list, k=k,
+        curves = attack_eval_wang2020(model, x, attack="topk", method=name, eps_list=eps_list, k=k,
                                  steps=steps, step_size=step_size, surrogate_beta=surrogate_beta,
                                  methods=table, seed=seed, target=y)
-        auc = auc_000(curves, by="metric").set_index("metric").value
-        clean = attribution_map_000(*table[name], model, x, y, seed)
-        share = metrics_000(clean, clean, k)["k-in"].double().mean()
+        auc = auc_wang2020(curves, by="metric").set_index("metric").value
+        clean = attribution_map_wang2020(*table[name], model, x, y, seed)
+        share = metrics_wang2020(clean, clean, k)["k-in"].double().mean()
         out[f"kin_auc_{name}"] = float(auc["k-in"])
         out[f"kin_auc_clean_{name}"] = float(auc_over_eps(share.expand(len(eps_list))))
         out[f"spearman_auc_{name}"] = float(auc["cor"])
@@ -171,7 +171,7 @@ def attack_auc_000(model: nn.Module, x: torch.Tensor, y=None, *,
 
 
 # --------------------------------------------------------------------------- 001
-def deviation_bounds_001(model: nn.Module, x: torch.Tensor, y=None, *,
+def deviation_bounds_wangkong2023(model: nn.Module, x: torch.Tensor, y=None, *,
                          norms: Sequence[str] = ("l2", "linf"), method: str = "sm",
                          eps_l2: float = 0.1, eps_linf: float = 8 / 255, k: int = 8,
                          l2_steps: int = 20, linf_steps: int = 40, direct_steps: int = 10,
@@ -233,7 +233,7 @@ def _unit(base):
     return unit_attribution
 
 
-def _base_002(base, ig_steps):
+def _base_wangkong2025(base, ig_steps):
     from robattr.attributions import grad, integrated_gradients
 
     if base == "grad":
@@ -255,7 +255,7 @@ def _certified_eps_per_image(model, x, y, unit, *, r, T, n_samples, seed):
     return eps_i, c
 
 
-def certified_eps_002(model: nn.Module, x: torch.Tensor, y=None, *, r: float = 1.0,
+def certified_eps_wangkong2025(model: nn.Module, x: torch.Tensor, y=None, *, r: float = 1.0,
                       T: float = 0.8, base: str = "grad", ig_steps: int = 4,
                       n_samples: int = 64, attack_eps: float | None = None, k: int = 8,
                       steps: int = 10, step_size: float | None = None, n_attack: int = 8,
@@ -291,7 +291,7 @@ def certified_eps_002(model: nn.Module, x: torch.Tensor, y=None, *, r: float = 1
     r = _positive("r", r)
     if isinstance(T, bool) or not isinstance(T, numbers.Real) or not 0 < T < 1:
         raise ValueError(f"T must be a number in (0, 1), got {T!r}")
-    g = _base_002(base, check_int("ig_steps", ig_steps))
+    g = _base_wangkong2025(base, check_int("ig_steps", ig_steps))
     n_samples, n_attack, n_check = (check_int("n_samples", n_samples, 2),
                                     check_int("n_attack", n_attack),
                                     check_int("n_check", n_check, 2))
@@ -332,14 +332,14 @@ def certified_eps_002(model: nn.Module, x: torch.Tensor, y=None, *, r: float = 1
 
 
 # --------------------------------------------------------------------------- 003
-def _methods_003():
+def _methods_joo2023():
     from robattr.attributions import grad, guided_backprop, input_x_grad, lrp
 
     return {"Grad": grad, "xGrad": input_x_grad, "GBP": guided_backprop, "LRP": lrp}
 
 
-def interpretation_003(model: nn.Module, x: torch.Tensor, y=None, *,
-                       methods: Sequence[str] = METHODS_003, rps_eps: float = 16 / 255,
+def interpretation_joo2023(model: nn.Module, x: torch.Tensor, y=None, *,
+                       methods: Sequence[str] = METHODS_JOO2023, rps_eps: float = 16 / 255,
                        rps_samples: int = 10, attack_eps: float = 4 / 255,
                        attack_steps: int = 20, gamma: float = 0.5, frame_width: int = 1,
                        ratios: int = 20, seed: int = 0) -> dict:
@@ -360,7 +360,7 @@ def interpretation_003(model: nn.Module, x: torch.Tensor, y=None, *,
 
     model = check_model(model)
     x, y = check_image_batch(x, y)
-    methods = _methods("methods", methods, METHODS_003)
+    methods = _methods("methods", methods, METHODS_JOO2023)
     rps_eps, attack_eps = _positive("rps_eps", rps_eps), _positive("attack_eps", attack_eps)
     rps_samples, attack_steps = check_int("rps_samples", rps_samples), check_int("attack_steps",
                                                                             attack_steps)
@@ -369,7 +369,7 @@ def interpretation_003(model: nn.Module, x: torch.Tensor, y=None, *,
     frame_width, ratios = check_int("frame_width", frame_width), check_int("ratios", ratios)
     check_int("seed", seed, 0)
     y = _target(model, x, y)
-    table = _methods_003()
+    table = _methods_joo2023()
     target_map = frame_target(tuple(x.shape[-2:]), frame_width, device=x.device)
     out = {}
     for name in methods:
@@ -386,7 +386,7 @@ def interpretation_003(model: nn.Module, x: torch.Tensor, y=None, *,
 
 
 # --------------------------------------------------------------------------- 004
-def retrieval_004(model: nn.Module, x: torch.Tensor, y=None, *,
+def retrieval_lim2021(model: nn.Module, x: torch.Tensor, y=None, *,
                   methods: Sequence[str] = ("SimGrad", "RelEx"), eps: float = 0.1,
                   pgd_steps: int = 10, sg_samples: int = 16, ig_steps: int = 8,
                   relex_epochs: int = 20, n_noisy: int = 8, ratios: int = 16,
@@ -417,7 +417,7 @@ def retrieval_004(model: nn.Module, x: torch.Tensor, y=None, *,
 
     model = check_model(model)
     x, y = check_image_batch(x, y)
-    methods = _methods("methods", methods, METHODS_004)
+    methods = _methods("methods", methods, METHODS_LIM2021)
     eps = _positive("eps", eps)
     pgd_steps, sg_samples, ig_steps = (check_int("pgd_steps", pgd_steps),
                                        check_int("sg_samples", sg_samples),

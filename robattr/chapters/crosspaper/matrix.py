@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from robattr.attack_protocol import attack_eval_000, auc_000
+from robattr.attack_protocol import attack_eval_wang2020, auc_wang2020
 from robattr.chapters.crosspaper.evaluations import (
-    _base_002, _certified_eps_per_image, _eps_list, _gen, _k, _methods_000, _methods_003, _positive,
-    _target, _unit, attack_auc_000, certified_eps_002, deviation_bounds_001, interpretation_003,
-    retrieval_004)
+    _base_wangkong2025, _certified_eps_per_image, _eps_list, _gen, _k, _methods_wang2020, _methods_joo2023, _positive,
+    _target, _unit, attack_auc_wang2020, certified_eps_wangkong2025, deviation_bounds_wangkong2023, interpretation_joo2023,
+    retrieval_lim2021)
 from robattr.utils import check_image_batch, check_int, check_model
 
 __all__ = ["training_cost", "higher_is_better", "EVALUATIONS", "PER_IMAGE_HEADLINES",
@@ -81,11 +81,11 @@ def higher_is_better(key: str) -> bool:
 
 #: The five papers' evaluations by chapter key.
 EVALUATIONS = {
-    "wang2020": attack_auc_000,
-    "wangkong2023": deviation_bounds_001,
-    "wangkong2025": certified_eps_002,
-    "joo2023": interpretation_003,
-    "lim2021": retrieval_004,
+    "wang2020": attack_auc_wang2020,
+    "wangkong2023": deviation_bounds_wangkong2023,
+    "wangkong2025": certified_eps_wangkong2025,
+    "joo2023": interpretation_joo2023,
+    "lim2021": retrieval_lim2021,
 }
 
 
@@ -151,26 +151,26 @@ def headline_per_image(paper: str, model: nn.Module, x: torch.Tensor, y=None,
     if paper == "joo2023":
         from robattr.metrics import rps
 
-        v = rps(model, _methods_003()["Grad"], x, y, eps=_positive("rps_eps", kw["rps_eps"]),
+        v = rps(model, _methods_joo2023()["Grad"], x, y, eps=_positive("rps_eps", kw["rps_eps"]),
                 n_samples=check_int("rps_samples", kw["rps_samples"]), generator=_gen(x, seed))
     elif paper == "wangkong2025":
         T = kw["T"]
         if isinstance(T, bool) or not isinstance(T, numbers.Real) or not 0 < T < 1:
             raise ValueError(f"T must be a number in (0, 1), got {T!r}")
-        unit = _unit(_base_002(kw["base"], check_int("ig_steps", kw["ig_steps"])))
+        unit = _unit(_base_wangkong2025(kw["base"], check_int("ig_steps", kw["ig_steps"])))
         v, _ = _certified_eps_per_image(model, x, y, unit, r=_positive("r", kw["r"]), T=T,
                                         n_samples=check_int("n_samples", kw["n_samples"], 2),
                                         seed=seed)
     else:
-        table = _methods_000(check_int("ig_steps", kw["ig_steps"]),
+        table = _methods_wang2020(check_int("ig_steps", kw["ig_steps"]),
                              check_int("n_samples", kw["n_samples"]), kw["sg_noise"],
                              kw["ug_radius"], kw["multiply_by_input"])
-        curves = attack_eval_000(model, x, attack="topk", method="SM",
+        curves = attack_eval_wang2020(model, x, attack="topk", method="SM",
                                  eps_list=_eps_list(kw["eps_list"]), k=_k(kw["k"], x),
                                  steps=check_int("steps", kw["steps"]), step_size=kw["step_size"],
                                  surrogate_beta=kw["surrogate_beta"], methods=table, seed=seed,
                                  target=y, per_image=True)
-        v = auc_000(curves[curves.metric == "k-in"], by="image").sort_values("image").value
+        v = auc_wang2020(curves[curves.metric == "k-in"], by="image").sort_values("image").value
     v = v.detach().cpu() if torch.is_tensor(v) else v
     return np.asarray(v, dtype=np.float64).reshape(-1)
 

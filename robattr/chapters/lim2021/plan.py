@@ -6,7 +6,7 @@ from robattr.cost import Declaration, attack, attr, curve, family, flat, fwd, gr
 
 
 def _natural(p):
-    """robattr.lim2021.chapter_model: the zoo's model unless the user gives weights."""
+    """robattr.chapters.lim2021.chapter_model: the zoo's model unless the user gives weights."""
     return [] if p.get("weights") else [spec(p["dataset"], p["arch"], epochs=p["epochs"])]
 
 

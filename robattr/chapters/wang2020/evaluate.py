@@ -4,7 +4,7 @@ The chapter's tables run 000's attack protocol (:mod:`robattr.attack_protocol`'s
 functions) per image, beside random noise of the same size, and judge every claim cell by
 cell. What its notebooks repeat, in one place:
 
-* :func:`protocol_methods`: :data:`robattr.attack_protocol.METHODS_000` with the run's sample
+* :func:`protocol_methods`: :data:`robattr.attack_protocol.METHODS_WANG2020` with the run's sample
   counts;
 * :func:`attack_curves`: attacks x attacked methods, one long per-image frame;
 * :func:`no_attack_kin`: k-in of each clean map with itself, where k-in starts from;
@@ -13,7 +13,7 @@ cell. What its notebooks repeat, in one place:
   "a is more robust than b" verdict of one cell;
 * :func:`smoothed_vs_gradient`: the (SG, UG) against (SM, IG) claim over a list of cells,
   and :func:`pairs_evidence`, the sentence that says how its verdict is built;
-* :func:`more_robust_000`: two tables of 000's numbers compared cell by cell.
+* :func:`more_robust_wang2020`: two tables of 000's numbers compared cell by cell.
 
 The runs themselves (Table 2's blocks, models, images; Tables 5-6; Table 3's cost) are in
 :mod:`.setup`.
@@ -28,12 +28,12 @@ import torch
 from torch import nn
 
 from robattr import verdicts
-from robattr.attack_protocol import ROBUST_DIRECTION_000
+from robattr.attack_protocol import ROBUST_DIRECTION_WANG2020
 
 __all__ = ["ATTACK_LABELS", "protocol_methods", "attack_curves", "mean_curves", "image_auc",
            "cell_values", "cell_verdict", "seeded_cell_verdict", "seed_spreads",
            "smoothed_vs_gradient", "pairs_evidence", "COMBINE_RULE", "no_attack_kin",
-           "more_robust_000"]
+           "more_robust_wang2020"]
 
 #: The attacks' names in the tables.
 ATTACK_LABELS = {"topk": "TopK", "manipulate": "Manipulate", "mass_center": "Mass center (on SM)"}
@@ -41,11 +41,11 @@ ATTACK_LABELS = {"topk": "TopK", "manipulate": "Manipulate", "mass_center": "Mas
 
 def protocol_methods(n_samples: int, ig_steps: int, sg_noise: float | None = None,
                      ug_radius: float | None = None) -> dict:
-    """000's four attributions (:data:`robattr.attack_protocol.METHODS_000`) with ``n_samples``
+    """000's four attributions (:data:`robattr.attack_protocol.METHODS_WANG2020`) with ``n_samples``
     noise draws for SG and UG and ``ig_steps`` path points for IG; ``sg_noise`` (SmoothGrad's
     noise ratio) and ``ug_radius`` (UG's cube radius, pixel units) replace the CIFAR-10 and
-    Flower values of METHODS_000 (0.1 and 4/255) when given, e.g. ImageNet's (App. C1)."""
-    from robattr.attack_protocol import METHODS_000
+    Flower values of METHODS_WANG2020 (0.1 and 4/255) when given, e.g. ImageNet's (App. C1)."""
+    from robattr.attack_protocol import METHODS_WANG2020
 
     for name, v in (("n_samples", n_samples), ("ig_steps", ig_steps)):
         if isinstance(v, bool) or int(v) != v or v < 1:
@@ -57,25 +57,25 @@ def protocol_methods(n_samples: int, ig_steps: int, sg_noise: float | None = Non
              "UG": {} if ug_radius is None else {"radius": float(ug_radius)}}
     return {name: (fn, {**opts, **({"n_samples": n_samples} if "n_samples" in opts else {}),
                         **({"steps": ig_steps} if name == "IG" else {}), **extra.get(name, {})})
-            for name, (fn, opts) in METHODS_000.items()}
+            for name, (fn, opts) in METHODS_WANG2020.items()}
 
 
 def attack_curves(model: nn.Module, x: torch.Tensor, *, methods: dict,
                   attacks: Sequence[str] = ("topk", "manipulate"), attacked=None,
                   eval_methods=None, labels: dict | None = None, **protocol) -> pd.DataFrame:
-    """:func:`robattr.attack_protocol.attack_eval_000` with ``per_image=True`` and
+    """:func:`robattr.attack_protocol.attack_eval_wang2020` with ``per_image=True`` and
     ``random_baseline=True`` for every attack of ``attacks`` and every attacked method of
     ``attacked`` (default: all of ``methods``), in that order, concatenated; column
     ``attack`` holds ``labels[attack]`` (default :data:`ATTACK_LABELS`). ``protocol``:
-    the remaining arguments of ``attack_eval_000`` (``eps_list``, ``k``, ``steps``,
+    the remaining arguments of ``attack_eval_wang2020`` (``eps_list``, ``k``, ``steps``,
     ``surrogate_beta``, ``seed``)."""
-    from robattr.attack_protocol import attack_eval_000
+    from robattr.attack_protocol import attack_eval_wang2020
 
     labels = ATTACK_LABELS if labels is None else labels
     unknown = [a for a in attacks if a not in labels]
     if unknown:
         raise ValueError(f"no label for the attacks {unknown}; labels: {sorted(labels)}")
-    frames = [attack_eval_000(model, x, attack=attack, method=method, methods=methods,
+    frames = [attack_eval_wang2020(model, x, attack=attack, method=method, methods=methods,
                               per_image=True, random_baseline=True, eval_methods=eval_methods,
                               **protocol).assign(attack=labels[attack])
               for attack in attacks for method in (attacked or list(methods))]
@@ -84,12 +84,12 @@ def attack_curves(model: nn.Module, x: torch.Tensor, *, methods: dict,
 
 def no_attack_kin(model: nn.Module, x: torch.Tensor, methods: dict, *, k: int, seed: int,
                   names=None) -> dict[str, np.ndarray]:
-    """Per image, k-in (:func:`robattr.attack_protocol.metrics_000`) of each clean map with itself:
+    """Per image, k-in (:func:`robattr.attack_protocol.metrics_wang2020`) of each clean map with itself:
     the value k-in starts from without an attack (the map's own top-``k`` mass share, not 1;
     its AUC over four budgets would be 3x). The maps explain the model's prediction, with
     ``methods`` (as :func:`protocol_methods`) and ``seed``; ``names``: which methods
     (default all), in that order."""
-    from robattr.attack_protocol import attribution_map_000, metrics_000
+    from robattr.attack_protocol import attribution_map_wang2020, metrics_wang2020
 
     names = list(methods) if names is None else list(names)
     unknown = [m for m in names if m not in methods]
@@ -98,8 +98,8 @@ def no_attack_kin(model: nn.Module, x: torch.Tensor, methods: dict, *, k: int, s
     pred = model(x).argmax(1)
     out = {}
     for m in names:
-        clean = attribution_map_000(*methods[m], model, x, pred, seed)
-        out[m] = metrics_000(clean, clean, k)["k-in"].detach().cpu().numpy()
+        clean = attribution_map_wang2020(*methods[m], model, x, pred, seed)
+        out[m] = metrics_wang2020(clean, clean, k)["k-in"].detach().cpu().numpy()
     return out
 
 
@@ -141,11 +141,11 @@ def cell_verdict(frame: pd.DataFrame, key: str, a, b, what: str, **cell):
     must move ``b``'s maps more than random noise of the same size (``source ==
     "random"``), or the cell is inconclusive. Then :func:`robattr.verdicts.gap` on the
     same images, in the metric's robust direction
-    (:data:`robattr.attack_protocol.ROBUST_DIRECTION_000`), labelled ``"{what} {metric} AUC"``.
+    (:data:`robattr.attack_protocol.ROBUST_DIRECTION_WANG2020`), labelled ``"{what} {metric} AUC"``.
     """
     from robattr import verdicts
 
-    better = ROBUST_DIRECTION_000
+    better = ROBUST_DIRECTION_WANG2020
     metric = cell.get("metric")
     if metric not in better:
         raise ValueError(f"cell must name a metric of {sorted(better)}, got {metric!r}")
@@ -203,7 +203,7 @@ def seeded_cell_verdict(frame: pd.DataFrame, key: str, a, b, what: str, spread: 
     name = tuple(cell[c] for c in ("attack", "method", "metric") if c in cell)
     if not spread or name not in spread:
         return v
-    sign = ROBUST_DIRECTION_000[cell["metric"]]
+    sign = ROBUST_DIRECTION_WANG2020[cell["metric"]]
     diff = sign * (cell_values(frame, **{key: a}, **cell).mean()
                    - cell_values(frame, **{key: b}, **cell).mean())
     return verdicts.beyond_seeds(v, float(diff), spread[name], n_seeds=n_seeds,
@@ -250,11 +250,11 @@ def pairs_evidence(table: pd.DataFrame, cells: str) -> str:
             "gradient map no more than random noise).")
 
 
-def more_robust_000(a, b, on=("attack", "method", "metric")):
+def more_robust_wang2020(a, b, on=("attack", "method", "metric")):
     """Compare two tables of 000's numbers (DataFrames with the columns ``on``, one of
     them ``metric``, and ``value``) cell by cell: ``a`` is more robust than ``b`` in a
     cell when its value is strictly better in the metric's robust direction
-    (:data:`ROBUST_DIRECTION_000`). Cells are matched on ``on``; those in only one table
+    (:data:`ROBUST_DIRECTION_WANG2020`). Cells are matched on ``on``; those in only one table
     are ignored. Returns ``(wins, ties, total)``: cells where ``a`` is more robust, equal
     cells, and the number of matched cells (``b`` wins ``total - wins - ties``)."""
     on = [on] if isinstance(on, str) else list(on)
@@ -265,10 +265,10 @@ def more_robust_000(a, b, on=("attack", "method", "metric")):
             raise ValueError(f"{name} must be a DataFrame with the columns {on + ['value']}")
         if t.duplicated(on).any():
             raise ValueError(f"{name} has more than one row for some cell {on!r}")
-        bad = set(t.metric) - set(ROBUST_DIRECTION_000)
+        bad = set(t.metric) - set(ROBUST_DIRECTION_WANG2020)
         if bad:
             raise ValueError(f"{name} has metrics without a robust direction: {sorted(bad)}")
     m = a[on + ["value"]].merge(b[on + ["value"]], on=on, suffixes=("_a", "_b"))
-    sign = m.metric.map(ROBUST_DIRECTION_000).astype(float)
+    sign = m.metric.map(ROBUST_DIRECTION_WANG2020).astype(float)
     diff = sign * (m.value_a.astype(float) - m.value_b.astype(float))
     return int((diff > 0).sum()), int((diff == 0).sum()), int(len(m))

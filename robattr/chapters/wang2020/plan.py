@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from robattr.catalog import TEST_SIZES
 from robattr.cost import (TRAIN_SIZES, Declaration, eigh, family, flat, fwd, grads, grads2, hvps,
-                          input_values, pgd, protocol_000, spec, steps_of, zoo_config)
+                          input_values, pgd, protocol_wang2020, spec, steps_of, zoo_config)
 
 
-def _methods_000(p):
+def _methods_wang2020(p):
     return {"SM": 1, "IG": p["ig_steps"], "SG": p["n_samples"], "UG": p["n_samples"]}
 
 
@@ -33,7 +33,7 @@ def _table2_attacks_data(p):
 
 
 def _table2_attacks_work(p):
-    m = _methods_000(p)
+    m = _methods_wang2020(p)
     out = []
     for r in _table2_runs(p):
         if r.get("weights"):
@@ -42,7 +42,7 @@ def _table2_attacks_work(p):
         else:
             fam = family(r["dataset"], p["arch"])
             pool = TEST_SIZES.get(r["dataset"], 4 * p["n_eval"])
-        out += protocol_000(fam, p["n_eval"], p["eps_255"], p["steps"], m, ("topk", "manipulate"),
+        out += protocol_wang2020(fam, p["n_eval"], p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             surrogate=True, random_baseline=True, eval_rows={"x": 1})
         out += [grads(fam, p["n_eval"], sum(m.values()), what="no-attack k-in"),
                 grads(fam, p["n_eval"], p["n_samples"], 2, "UG readings"),
@@ -67,13 +67,13 @@ def _table3_4_models(p):
 
 def _table3_4_work(p):
     fam, n = family(p["dataset"], p["arch"]), p["n_eval"]
-    m = _methods_000(p)
+    m = _methods_wang2020(p)
     out = []
     for _ in range(4 + p["natural_seeds"] - 1):     # the four models, natural at the other seeds
-        out += protocol_000(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
+        out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             surrogate=True, random_baseline=True, eval_rows={"x": 1})
     for _ in p["betas"]:
-        out += protocol_000(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk",),
+        out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk",),
                             surrogate=True, random_baseline=True)
         out.append(fwd(fam, TRAIN_SIZES.get(p["dataset"], 0), what="training-set accuracy"))
     return out + _table3_timing(p) + [fwd(fam, TEST_SIZES.get(p["dataset"], 0), 4)]
@@ -106,30 +106,30 @@ def _table5_6_models(p):
 
 def _table5_6_work(p):
     fam, n, nt = family(p["dataset"], p["arch"]), p["n_eval"], p["n_transfer"]
-    m = _methods_000(p)
+    m = _methods_wang2020(p)
     proto = dict(surrogate=True, random_baseline=True)
     out = []
     for _ in range(2):                                             # Table 5
-        out += protocol_000(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
+        out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             eval_rows={"x": 1}, **proto)
         out.append(grads(fam, n, sum(m.values()), what="no-attack k-in"))
     n_other = p["natural_seeds"] - 1                               # natural at the other seeds
     for _ in range(0 if p.get("imagenet_weights") else n_other):  # Table 5's cells
-        out += protocol_000(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
+        out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             eval_rows={"x": 1}, **proto)
     for _ in range(n_other):                                       # Fig. 7's cells
-        out += protocol_000(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk", "manipulate"),
+        out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk", "manipulate"),
                             **proto)
-    out += protocol_000(fam, nt, p["eps_255"], p["steps"], {"SM": 1}, ("mass_center",),
+    out += protocol_wang2020(fam, nt, p["eps_255"], p["steps"], {"SM": 1}, ("mass_center",),
                         eval_rows=m, **proto)                     # Table 6
     for _ in range(1 + len(p["fig7_eps_255"])):                    # Fig. 7
-        out += protocol_000(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk", "manipulate"),
+        out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk", "manipulate"),
                             **proto) + [grads(fam, n, 1)]
     out += [grads(fam, 1, p["ug_samples"], len(p["ug_radii_255"]), "Fig. 10")]
     if p["photo_size"]:
         photo = family(shape=(3, p["photo_size"], p["photo_size"]), arch="cnn", classes=10)
         out.append(grads(photo, 1, p["ug_samples"], len(p["ug_radii_255"]), "Fig. 10 photo"))
-    out += protocol_000(fam, nt, p["eps_255"], p["steps"], {"UG": p["n_samples"]},
+    out += protocol_wang2020(fam, nt, p["eps_255"], p["steps"], {"UG": p["n_samples"]},
                         ("mass_center",), eval_rows=m, **proto)
     return out + [fwd(fam, TEST_SIZES.get(p["dataset"], 0), 6, what="pick")]
 

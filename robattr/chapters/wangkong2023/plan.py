@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from robattr.catalog import TEST_SIZES
-from robattr.cost import (Declaration, bounds_001, family, flat, fwd, grads, grads2, hvps,
+from robattr.cost import (Declaration, bounds_wangkong2023, family, flat, fwd, grads, grads2, hvps,
                           input_values, numpy_draws, spec)
 
 
@@ -35,10 +35,10 @@ def _ig_gradient_work(p):
 
 
 def _t78(p):
-    """The Tables 7-8 runs of wangkong2023/tables_bounds (robattr.blocks.table78_runs_001)."""
-    from robattr.blocks import table78_runs_001
+    """The Tables 7-8 runs of wangkong2023/tables_bounds (robattr.blocks.table78_runs_wangkong2023)."""
+    from robattr.blocks import table78_runs_wangkong2023
 
-    return table78_runs_001(p["blocks"], dataset=p["dataset"], paper_dataset=p["paper_dataset"],
+    return table78_runs_wangkong2023(p["blocks"], dataset=p["dataset"], paper_dataset=p["paper_dataset"],
                             eps_l2=p["eps_l2"], eps_linf=p["eps_linf"], ref_dim=p["ref_dim"],
                             echo=None)
 
@@ -71,7 +71,7 @@ def _tables_bounds_work(p):
     def bounds(dataset, n, r, norm):
         fam = family(dataset, p["arch"])
         steps = p["l2_steps"] if norm == "l2" else p["linf_steps"]
-        return (bounds_001(fam, dataset, n, r, norm, steps, ds)
+        return (bounds_wangkong2023(fam, dataset, n, r, norm, steps, ds)
                 + [grads(fam, n, r, 2, "random deviation")])
 
     for b in _t78(p):
@@ -88,7 +88,7 @@ def _tables_bounds_work(p):
     for _ in dict.fromkeys(p["t910_models"]):
         out += flat(bounds(d, p["t910_n_eval"], rows, nm) for nm in ("l2", "linf"))
     for _ in range(1, p["t910_seeds"]):                # CE at the other seeds: the bounds only
-        out += flat(bounds_001(family(d, p["arch"]), d, p["t910_n_eval"], rows, nm, 1, 1)
+        out += flat(bounds_wangkong2023(family(d, p["arch"]), d, p["t910_n_eval"], rows, nm, 1, 1)
                     for nm in ("l2", "linf"))
     out += flat(bounds(d, 8, p["ig_steps"], "l2") for _ in range(2))
     n_term = min(256, TEST_SIZES.get(d, 256))          # AdvAAT's and ART's objective at the trained model

@@ -10,7 +10,7 @@ This module turns runs into the tables' rows (:func:`bound_summary`, :func:`boun
 :func:`cases_within`, :func:`case_hits`) and labels budgets (:func:`eps_label`).
 
 001 states its bounds for a classifier whose attribution is locally linear on the ball
-(:data:`HYPOTHESIS_001`). :func:`linear_share` judges a "the bound holds on at least a share of
+(:data:`HYPOTHESIS_WANGKONG2023`). :func:`linear_share` judges a "the bound holds on at least a share of
 the cases" claim under that hypothesis: on the cases whose map is locally linear at the budget
 (:func:`robattr.bounds.linearity.budget_linearity`), with whole images resampled
 (:func:`robattr.verdicts.share_clustered`, the groups from :func:`concat_groups`), and not
@@ -23,7 +23,7 @@ import torch
 
 from robattr.bounds.jacobian import attribution_function
 
-__all__ = ["HYPOTHESIS_001", "random_deviation", "guarded", "bound_summary", "bound_table", "side_by_side",
+__all__ = ["HYPOTHESIS_WANGKONG2023", "random_deviation", "guarded", "bound_summary", "bound_table", "side_by_side",
            "crossing_shares", "worst_cell", "concat_runs", "cases_within", "eps_label",
            "linear_share", "concat_groups", "case_hits"]
 
@@ -60,7 +60,7 @@ def random_deviation(model, x: torch.Tensor, y: torch.Tensor, method: str, norm:
 
 #: the hypotheses under which 001 states its bounds (Thm 1-2, Cor 1: "Given a twice-differentiable
 #: classifier [...] assume that g^y is locally linear within the neighborhood of x")
-HYPOTHESIS_001 = ("wangkong2023 Thm 1-2: a twice-differentiable classifier whose attribution is locally "
+HYPOTHESIS_WANGKONG2023 = ("wangkong2023 Thm 1-2: a twice-differentiable classifier whose attribution is locally "
                   "linear on the ball")
 
 
@@ -72,7 +72,7 @@ def guarded(rule, attacked, random, broken: str | None = None):
     from robattr import verdicts
 
     guard = verdicts.attack_effective(attacked, random)
-    return verdicts.within_hypothesis(guard if guard is not None else rule, HYPOTHESIS_001, broken)
+    return verdicts.within_hypothesis(guard if guard is not None else rule, HYPOTHESIS_WANGKONG2023, broken)
 
 
 def bound_summary(run: dict) -> dict:
@@ -239,7 +239,7 @@ def linear_share(hits, linearity, groups, *, at_least: float, tol: float | None 
                                               group_unit=group_unit)
         return verdicts.Verdict(
             "not comparable",
-            f"outside the statement's hypothesis ({HYPOTHESIS_001}): {measured}, fewer than "
+            f"outside the statement's hypothesis ({HYPOTHESIS_WANGKONG2023}): {measured}, fewer than "
             f"{min_share:.0%}; measured on all cases: {everything.rule}")
     v = verdicts.share_clustered(hits[linear], groups[linear], at_least=at_least,
                                  what=f"locally linear {what}", group_unit=group_unit)

@@ -36,10 +36,10 @@ def _center_work(p):
 
 
 def _t567(p):
-    """The Tables 5-7 runs of wangkong2025/certified_eps (robattr.blocks.table567_runs_002)."""
-    from robattr.blocks import table567_runs_002
+    """The Tables 5-7 runs of wangkong2025/certified_eps (robattr.blocks.table567_runs_wangkong2025)."""
+    from robattr.blocks import table567_runs_wangkong2025
 
-    return table567_runs_002(p["blocks"], dataset=p["dataset"], imagenet_dir=p["imagenet_dir"],
+    return table567_runs_wangkong2025(p["blocks"], dataset=p["dataset"], imagenet_dir=p["imagenet_dir"],
                              imagenet_weights=p["imagenet_weights"], echo=None)
 
 
