@@ -35,7 +35,7 @@ __all__ = [
     "ARCHS", "ACTIVATIONS", "Normalize", "build", "set_activation", "get_activation",
     "using_activation", "has_relu", "not_twice_differentiable", "load_weights", "ResNetCIFAR",
     "BasicBlock", "LambdaShortcut", "random_mlp", "sample_random_mlp", "RandomMLP", "PairLogit",
-    "two_layer_scorer",
+    "two_layer_scorer", "predict", "correctly_classified",
 ]
 
 ACTIVATIONS = ("relu", "softplus")
@@ -523,3 +523,25 @@ def two_layer_scorer(d_in: int, hidden: int, activation: str = "relu",
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     return nn.Sequential(nn.Linear(d_in, hidden), _act(activation, beta), nn.Linear(hidden, 1), PairLogit())
+
+
+# --------------------------------------------------------------------------- predictions
+@torch.no_grad()
+def predict(model: nn.Module, x: torch.Tensor, batch: int = 1024) -> torch.Tensor:
+    """The class ``model`` predicts for each image of ``x`` (chunks of ``batch``, no grad)."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    return torch.cat([model(chunk).argmax(1) for chunk in x.split(batch)])
+
+
+def correctly_classified(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                         n: int | None = None, batch: int = 1024) -> torch.Tensor:
+    """Indices (in order) of the images of ``x`` that ``model`` classifies as ``y``: the
+    first ``n`` of them, or all when ``n`` is None. The book attacks and explains only
+    such images, as the papers do."""
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} images but y {len(y)} labels")
+    if n is not None and n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    ok = (predict(model, x, batch) == y.to(x.device)).nonzero().squeeze(1)
+    return ok if n is None else ok[:n]

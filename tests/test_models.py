@@ -322,3 +322,19 @@ def test_torchvision_resnet_pickles():
     clone = pickle.loads(pickle.dumps(model))
     x = torch.rand(1, 3, 32, 32)
     torch.testing.assert_close(clone(x), model(x))
+
+
+def test_predict_and_correctly_classified_agree_with_one_big_batch():
+    from robattr.models import correctly_classified, predict
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 3))
+    x, y = torch.rand(50, 1, 3, 4), torch.randint(0, 3, (50,))
+    whole = model(x).argmax(1)
+    assert torch.equal(predict(model, x, batch=7), whole)
+    right = (whole == y).nonzero().squeeze(1)
+    assert torch.equal(correctly_classified(model, x, y, batch=7), right)
+    assert torch.equal(correctly_classified(model, x, y, n=3), right[:3])
+    assert correctly_classified(model, x, y, n=0).numel() == 0
+    with pytest.raises(ValueError, match="labels"):
+        correctly_classified(model, x, y[:10])

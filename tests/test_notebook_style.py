@@ -14,11 +14,16 @@ from robattr.book.execution import IDEA_TAG
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
 
-#: lines of logic (non-blank, non-comment) above which a code cell counts as long
-LONG = 25
-#: the most long code cells the book may have (the issue's goal is at most 10; this only goes
-#: down). None is left: a step that grows past 25 lines is split, or its logic moves into robattr
-MAX_LONG_CELLS = 0
+#: the most lines of logic (non-blank, non-comment) a code cell may hold (issue 40), the
+#: parameters cell excepted (it declares, it does not compute): a longer step is split, or
+#: its logic moves into the chapter's module
+MAX_CELL_LINES = 15
+#: the most the median code cell of the book may hold (issue 40: cells of a few lines)
+MAX_MEDIAN_LINES = 8
+#: the longest code line (characters), the parameters cell excepted (its help texts)
+MAX_LINE_CHARS = 100
+#: lines a block must have before two notebooks may not share it (issue 40)
+SHARED_BLOCK = 6
 #: the most code cells a notebook tags ``idea`` (issue 41 item 2: the few that show how the notebook
 #: answers its question stay open; the build folds every other code cell)
 MAX_IDEA_CELLS = 5
@@ -42,13 +47,6 @@ def logic_lines(cell: dict) -> int:
                if line.strip() and not line.strip().startswith("#"))
 
 
-def long_cells() -> list[tuple[int, str, int]]:
-    """(lines, notebook, cell index) of every long code cell, parameters cells excluded
-    (they declare, they do not compute)."""
-    return sorted(((logic_lines(c), key(p), i) for p in NOTEBOOKS for i, c in code_cells(p)
-                   if "parameters" not in tags(c) and logic_lines(c) > LONG), reverse=True)
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
 def test_one_prologue_in_the_collapsed_setup_cell_and_one_epilogue(path):
     cells = code_cells(path)
@@ -68,12 +66,71 @@ def test_one_prologue_in_the_collapsed_setup_cell_and_one_epilogue(path):
                 f"{key(path)} cell {i}: {copied!r} is the prologue's or epilogue's job"
 
 
-def test_long_code_cells_are_few():
-    found = long_cells()
-    listing = "\n".join(f"  {n:3d} lines  {k} cell {i}" for n, k, i in found)
-    assert len(found) <= MAX_LONG_CELLS, \
-        f"{len(found)} code cells have more than {LONG} lines of logic (at most " \
-        f"{MAX_LONG_CELLS}):\n{listing}"
+def working_cells(path: Path) -> list[tuple[int, dict]]:
+    """The code cells that compute: all but the parameters cell."""
+    return [(i, c) for i, c in code_cells(path) if "parameters" not in tags(c)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_code_cells_are_short(path):
+    long = [(i, logic_lines(c)) for i, c in working_cells(path) if logic_lines(c) > MAX_CELL_LINES]
+    assert not long, (f"{key(path)}: code cells over {MAX_CELL_LINES} lines of logic "
+                      f"(cell, lines): {long}; split them or move the logic into the chapter")
+
+
+def test_the_median_code_cell_is_a_few_lines():
+    sizes = sorted(logic_lines(c) for p in NOTEBOOKS for _, c in working_cells(p))
+    median = sizes[len(sizes) // 2]
+    assert median <= MAX_MEDIAN_LINES, f"median code cell: {median} lines of logic"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_no_code_line_is_long(path):
+    long = [(i, len(line)) for i, c in working_cells(path)
+            for line in "".join(c["source"]).splitlines() if len(line) > MAX_LINE_CHARS]
+    assert not long, f"{key(path)}: lines over {MAX_LINE_CHARS} characters (cell, length): {long}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_no_function_or_class_is_defined_in_a_notebook(path):
+    found = [(i, node.name) for i, c in code_cells(path)
+             for node in ast.walk(ast.parse("".join(c["source"])))
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert not found, f"{key(path)}: definitions belong in robattr.chapters.<key>: {found}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_no_name_dodges_another_with_a_trailing_underscore(path):
+    found = sorted({node.id for _, c in code_cells(path)
+                    for node in ast.walk(ast.parse("".join(c["source"])))
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+                    and len(node.id) > 1 and node.id.endswith("_")})
+    assert not found, f"{key(path)}: names ending in an underscore: {found}"
+
+
+def _statements(path: Path) -> list[str]:
+    """The notebook's code lines that compute, stripped (no blanks, comments, imports)."""
+    out = []
+    for _, c in working_cells(path):
+        for line in "".join(c["source"]).splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "import ", "from ")):
+                out.append(line)
+    return out
+
+
+def test_no_two_notebooks_share_a_block_of_code():
+    seen: dict[tuple[str, ...], str] = {}
+    shared = set()
+    for p in NOTEBOOKS:
+        lines = _statements(p)
+        for j in range(len(lines) - SHARED_BLOCK + 1):
+            block = tuple(lines[j:j + SHARED_BLOCK])
+            first = seen.setdefault(block, key(p))
+            if first != key(p):
+                shared.add((first, key(p), block[0]))
+    listing = "\n".join(f"  {a} and {b}: {line}" for a, b, line in sorted(shared))
+    assert not shared, f"blocks of {SHARED_BLOCK} lines in two notebooks (move them):\n{listing}"
 
 
 def test_no_helper_is_defined_in_two_notebooks():
