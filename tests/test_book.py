@@ -103,6 +103,25 @@ def test_example_page_has_its_figure_and_local_maths(built):
         assert (dst / "book" / "_build" / "html" / "_static" / "tex-mml-chtml.js").exists()
 
 
+@pytest.mark.slow
+def test_exercises_are_numbered_within_their_paper_chapter(built):
+    """Issue 41: a student's first exercise of a chapter is "Exercise <chapter>.1", not the
+    book-wide count (the papers' part of the table of contents is numbered, and
+    numfig_secnum_depth 1 prefixes the chapter's number)."""
+    dst, _ = built
+    html = dst / "book" / "_build" / "html" / "book"
+    toc = yaml.safe_load((dst / "_toc.yml").read_text())
+    (papers,) = [p for p in toc["parts"] if p["caption"] == "The papers"]
+    for number, chapter in enumerate(papers["chapters"], start=1):
+        found = []
+        for section in chapter.get("sections", []):
+            page = (html / f"{section['file'].removeprefix('book/')}.html").read_text()
+            found += re.findall(r"Exercise (\d+(?:\.\d+)?)", page)
+        assert found, chapter["file"]
+        first = sorted(set(found), key=lambda n: [int(p) for p in n.split(".")])[0]
+        assert first == f"{number}.1", (chapter["file"], sorted(set(found)))
+
+
 def test_every_source_notebook_is_in_the_toc():
     toc = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
     for nb in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
