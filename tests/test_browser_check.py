@@ -9,6 +9,9 @@ from robattr.book import browser_check
 ok, why = browser_check.available()
 needs_browser = pytest.mark.skipif(not ok, reason=f"browser check skipped: {why}")
 
+#: a 1x1 PNG that loads
+PIXEL = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+         "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 CLEAN = "<html><body><p>fine</p><table><tr><td>1.0</td></tr></table></body></html>"
 FAULTS = {
     "js": ("<script>undefined_function()</script>", "JavaScript error"),
@@ -26,6 +29,16 @@ FAULTS = {
     "error": ('<div class="cell_output"><pre>ValueError: bad</pre></div>',
               "error in an output: ValueError: bad"),
     "tex": (r'<span class="math">\(x^2\)</span>', r"untypeset TeX: \(x^2\)"),
+    "split": ('<p><span class="math">a</span> <span class="math">= b</span></p>',
+              "formulas split in two: 1"),
+    "caption": (f'<div class="cell_output"><img src="{PIXEL}"></div>'
+                f'<div class="cell_output"><figure><img src="{PIXEL}">'
+                '<figcaption>Fig. 1</figcaption></figure></div>',
+                "figures without a caption: 1"),
+    "wide": ('<article style="width: 300px"><table style="width: 900px"><tr><td>1</td></tr>'
+             '</table></article>', "tables wider than the page: 1"),
+    "repr": ('<div class="cell_output"><pre>np.float64(0.5)</pre><pre>Scale(dataset=1)</pre>'
+             '<pre>a plain line</pre></div>', "raw Python reprs in outputs: 2"),
 }
 
 

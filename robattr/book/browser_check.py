@@ -1,7 +1,10 @@
 """Open every page of a built book in a real (headless) browser and list what a reader
 would see go wrong: a JavaScript error, TeX that MathJax left untypeset or could not
 parse, an image that does not load, a table pandas cut short, a progress bar or a warning
-in a cell's output, "nan" in a table.
+in a cell's output, "nan" in a table; and, counted per page, what a reader cannot cite or
+read (issue 41): a formula split into two adjacent inline formulas, a figure without a
+caption, a table wider than the page, a raw Python repr (``np.float64(…)``, a dataclass,
+a dict dump) in an output.
 
     problems = check_book(Path("book/_build/html"))      # {page: [problem, ...]}
 
@@ -60,6 +63,33 @@ async () => {
       }
     }
   }
+  // issue 41: what a reader cannot cite or read. Counted once per page.
+  let split = 0;
+  for (const m of document.querySelectorAll('span.math')) {
+    const gap = m.nextSibling, next = gap && gap.nextSibling;
+    if (gap && gap.nodeType === 3 && /^\s+$/.test(gap.textContent) && next &&
+        next.nodeType === 1 && next.matches('span.math')) split++;
+  }
+  if (split) out.push('formulas split in two: ' + split);
+  let bare = 0;
+  for (const img of document.querySelectorAll('.cell_output img, .output img')) {
+    const fig = img.closest('figure');
+    if (!fig || !fig.querySelector('figcaption')) bare++;
+  }
+  if (bare) out.push('figures without a caption: ' + bare);
+  const article = document.querySelector('article') || document.documentElement;
+  let wide = 0;
+  for (const t of article.querySelectorAll('table')) {
+    if (t.getBoundingClientRect().width > article.clientWidth + 1) wide++;
+  }
+  if (wide) out.push('tables wider than the page: ' + wide);
+  let reprs = 0;
+  for (const o of document.querySelectorAll('.cell_output pre, .output pre')) {
+    const text = o.innerText;
+    if (/\b(?:np\.\w+|tensor|array|Scale|Verdict|Timestamp)\(/.test(text) ||
+        /^\s*[A-Z]\w*\(\w+=/m.test(text) || /^\s*\{['"]/m.test(text)) reprs++;
+  }
+  if (reprs) out.push('raw Python reprs in outputs: ' + reprs);
   const outputs = document.querySelectorAll('.cell_output, .output');
   for (const o of outputs) {
     const text = o.innerText;
