@@ -219,6 +219,6 @@ def test_every_built_page_passes_the_browser_check(built):
                for kind in PENDING_PAGES}
     for kind, pages in pending.items():          # counted, and may only go down
         assert len(pages) <= PENDING_PAGES[kind], (kind, len(pages), pages)
-    bad = {page: problems for page, problems in found.items()
-           if (problems := [p for p in problems if p.split(":")[0] not in PENDING_PAGES])}
+    bad = {page: rest for page, problems in found.items()
+           if (rest := [p for p in problems if p.split(":")[0] not in PENDING_PAGES])}
     assert bad == {}, "\n".join(f"{p}: {'; '.join(v)}" for p, v in bad.items())
