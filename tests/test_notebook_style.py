@@ -166,3 +166,24 @@ def test_a_few_code_cells_show_the_idea(path):
     assert ideas, f"{key(path)}: no code cell is tagged {IDEA_TAG!r}, so all its code is folded"
     assert len(ideas) <= MAX_IDEA_CELLS, \
         f"{key(path)}: {len(ideas)} code cells tagged {IDEA_TAG!r} (at most {MAX_IDEA_CELLS}): cells {ideas}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_only_the_prologue_binds_run(path):
+    """``run`` is what ``robattr.start()`` returned; a loop variable of the same name broke
+    ``run.finish()`` in one notebook."""
+    found = [i for i, c in code_cells(path) if "robattr.start()" not in "".join(c["source"])
+             for node in ast.walk(ast.parse("".join(c["source"])))
+             if isinstance(node, ast.Name) and node.id == "run" and isinstance(node.ctx, ast.Store)]
+    assert not found, f"{key(path)}: cells {found} rebind `run`"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_the_prologue_comes_right_after_the_imports(path):
+    """The parameters are checked, and the seed set, before the setup cell does any work."""
+    cells = code_cells(path)
+    (where,) = [n for n, (_, c) in enumerate(cells) if "parameters" in tags(c)]
+    body = ast.parse("".join(cells[where + 1][1]["source"])).body
+    first = next(node for node in body if not isinstance(node, (ast.Import, ast.ImportFrom)))
+    assert ast.unparse(first) == "run = robattr.start()", \
+        f"{key(path)}: the setup cell's first statement after its imports is {ast.unparse(first)!r}"

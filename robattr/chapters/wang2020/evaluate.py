@@ -13,7 +13,13 @@ cell. What its notebooks repeat, in one place:
   "a is more robust than b" verdict of one cell;
 * :func:`smoothed_vs_gradient`: the (SG, UG) against (SM, IG) claim over a list of cells,
   and :func:`pairs_evidence`, the sentence that says how its verdict is built;
-* :func:`more_robust_wang2020`: two tables of 000's numbers compared cell by cell.
+* :func:`more_robust_wang2020`: two tables of 000's numbers compared cell by cell, and
+  :func:`pair_wins`, :func:`smoothed_wins`, :func:`win_share`: the same per (smoothed,
+  gradient) pair of one table;
+* :func:`attack_metric_cells` and :func:`mean_auc`: the cells a claim runs over, and the mean
+  per-image AUC, the tables' number;
+* :func:`normalised_kin` and :func:`raw_and_normalised`: k-in divided by its no-attack value,
+  and one cell's verdict on raw and on normalised k-in.
 
 The runs themselves (Table 2's blocks, models, images; Tables 5-6; Table 3's cost) are in
 :mod:`.setup`.
@@ -33,7 +39,8 @@ from robattr.attack_protocol import ROBUST_DIRECTION_WANG2020
 __all__ = ["ATTACK_LABELS", "protocol_methods", "attack_curves", "mean_curves", "image_auc",
            "cell_values", "cell_verdict", "seeded_cell_verdict", "seed_spreads",
            "smoothed_vs_gradient", "pairs_evidence", "COMBINE_RULE", "no_attack_kin",
-           "more_robust_wang2020"]
+           "more_robust_wang2020", "SMOOTHED_PAIRS", "attack_metric_cells", "mean_auc",
+           "pair_wins", "smoothed_wins", "win_share", "normalised_kin", "raw_and_normalised"]
 
 #: The attacks' names in the tables.
 ATTACK_LABELS = {"topk": "TopK", "manipulate": "Manipulate", "mass_center": "Mass center (on SM)"}
@@ -272,3 +279,83 @@ def more_robust_wang2020(a, b, on=("attack", "method", "metric")):
     sign = m.metric.map(ROBUST_DIRECTION_WANG2020).astype(float)
     diff = sign * (m.value_a.astype(float) - m.value_b.astype(float))
     return int((diff > 0).sum()), int((diff == 0).sum()), int(len(m))
+
+
+# --------------------------------------------------------------------------- the tables' cells
+#: The (smoothed, gradient) pairs of 000's comparison, in the order the pages list them.
+SMOOTHED_PAIRS = tuple((s, g) for s in ("SG", "UG") for g in ("SM", "IG"))
+
+
+def attack_metric_cells(attacks: Sequence[str] = ("TopK", "Manipulate"),
+                        metrics: Sequence[str] | None = None) -> list[dict]:
+    """One cell per (attack, metric), attacks outermost: the ``cells`` argument of
+    :func:`smoothed_vs_gradient`. ``metrics`` defaults to
+    :data:`robattr.attack_protocol.METRICS_WANG2020`."""
+    from robattr.attack_protocol import METRICS_WANG2020
+
+    metrics = list(METRICS_WANG2020) if metrics is None else list(metrics)
+    if not len(attacks) or not metrics:
+        raise ValueError("attacks and metrics must name at least one each")
+    return [dict(attack=a, metric=mt) for a in attacks for mt in metrics]
+
+
+def mean_auc(img_auc: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """The attacked rows' (``source == "attack"``) mean per-image AUC (:func:`image_auc`) per
+    group of ``by``: the AUC of the mean curve, the tables' number. Columns ``by`` and
+    ``value``."""
+    missing = [c for c in list(by) + ["source", "value"] if c not in img_auc]
+    if missing:
+        raise ValueError(f"img_auc lacks the columns {missing}")
+    return img_auc[img_auc.source == "attack"].groupby(list(by), as_index=False)["value"].mean()
+
+
+def pair_wins(table: pd.DataFrame, on: Sequence[str] = ("attack", "metric")) -> dict:
+    """Per (smoothed, gradient) pair of :data:`SMOOTHED_PAIRS`: :func:`more_robust_wang2020` of
+    the smoothed method's rows of ``table`` (a table of mean AUCs with a ``method`` column)
+    against the gradient method's, cells matched on ``on``: ``{(s, g): (wins, ties, total)}``."""
+    if "method" not in table:
+        raise ValueError("table has no column 'method'")
+    return {(s, g): more_robust_wang2020(table[table.method == s].drop(columns="method"),
+                                         table[table.method == g].drop(columns="method"),
+                                         on=list(on))
+            for s, g in SMOOTHED_PAIRS}
+
+
+def smoothed_wins(table: pd.DataFrame, on: Sequence[str] = ("attack", "metric")):
+    """``(wins, total)``: the cells of ``table`` where SG or UG has the better mean AUC than SM
+    or IG, summed over the four pairs (:func:`pair_wins`), and the number of cells compared."""
+    ws = pair_wins(table, on).values()
+    return sum(w[0] for w in ws), sum(w[2] for w in ws)
+
+
+def win_share(wins) -> float:
+    """The share of cells won: ``wins[0] / wins[-1]`` of a ``(wins, ties, total)`` triple
+    (:func:`more_robust_wang2020`) or a ``(wins, total)`` pair (:func:`smoothed_wins`)."""
+    if wins[-1] <= 0:
+        raise ValueError(f"no cell was compared: {wins!r}")
+    return wins[0] / wins[-1]
+
+
+def normalised_kin(curves: pd.DataFrame, refs: dict, key: str) -> pd.DataFrame:
+    """The k-in rows of a per-image frame (:func:`attack_curves`), each divided by its map's
+    no-attack k-in (:func:`no_attack_kin`): ``refs[row[key]][row.method][row.image]``
+    (floored at 1e-12). The share of the map's own top-k mass the attack leaves."""
+    missing = [c for c in (key, "method", "image", "metric", "value") if c not in curves]
+    if missing:
+        raise ValueError(f"curves lacks the columns {missing}")
+    kin = curves[curves.metric == "k-in"].copy()
+    start = np.array([refs[r][m][i] for r, m, i in zip(kin[key], kin.method, kin.image)])
+    kin["value"] = kin.value / np.clip(start, 1e-12, None)
+    return kin
+
+
+def raw_and_normalised(raw: pd.DataFrame, normalised: pd.DataFrame, key: str, a, b, what: str,
+                       **cell) -> dict:
+    """One cell's :func:`cell_verdict` (``a`` against ``b`` of column ``key``) on the raw
+    per-image AUCs and on those of normalised k-in (:func:`normalised_kin`): the two
+    verdicts, whether they differ, and the normalised verdict's rule."""
+    v = {name: cell_verdict(f, key, a, b, what, **cell)
+         for name, f in (("raw", raw), ("normalised", normalised))}
+    return dict(raw=v["raw"].verdict, normalised=v["normalised"].verdict,
+                changed=v["raw"].verdict != v["normalised"].verdict,
+                rule_normalised=v["normalised"].rule)

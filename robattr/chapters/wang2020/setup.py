@@ -26,7 +26,8 @@ from torch import nn
 from robattr.chapters.wang2020.evaluate import protocol_methods
 
 __all__ = ["TABLE2_BLOCKS", "table2_runs", "data_label", "run_model", "eval_images", "run_label",
-           "correct_indices", "prepare_run", "run_summary", "table56_run", "table5_models",
+           "correct_indices", "prepare_run", "run_summary", "block_place", "prepare_runs",
+           "pick_images", "table56_run", "table5_models",
            "channel_mean_top_eigenvalue", "uniform_grad_keras", "ug_reading_overlap",
            "interleaved_step_seconds"]
 
@@ -160,6 +161,53 @@ def run_summary(run: dict, model: nn.Module, x: torch.Tensor, arch: str) -> str:
         rng = (x.flatten(1).amax(1) - x.flatten(1).amin(1)).cpu()
         line += f"; max − min of the images: mean {float(rng.mean()):.3f}, min {float(rng.min()):.3f}"
     return line
+
+
+def block_place(run: dict) -> str:
+    """Where a Table 2 run's numbers sit: ``"CIFAR-10 block"`` for a run on its block's own
+    data, else ``"digits (beside the paper's CIFAR-10 block)"`` (:func:`data_label`)."""
+    shown = data_label(run)
+    if shown == run["label"]:
+        return f"{shown} block"
+    return f"{shown} (beside the paper's {run['label']} block)"
+
+
+def prepare_runs(runs: dict, *, arch: str, epochs: int, n_eval: int, n_samples: int,
+                 ig_steps: int, seed: int, device, eps_list: Sequence[float], steps: int,
+                 surrogate_beta: float, echo=print) -> dict:
+    """Per run of ``runs`` (label -> run of :func:`table2_runs`), in order:
+    ``(model, x, methods, protocol)``, the first three from :func:`prepare_run` and
+    ``protocol`` the arguments of :func:`robattr.chapters.wang2020.attack_curves` at the run's
+    k (``eps_list``, ``k``, ``steps``, ``surrogate_beta``, ``seed``). ``echo`` gets each
+    run's :func:`run_summary` line."""
+    out = {}
+    for label, run in runs.items():
+        model, x, methods = prepare_run(run, arch=arch, epochs=epochs, n_eval=n_eval,
+                                        n_samples=n_samples, ig_steps=ig_steps, seed=seed,
+                                        device=device)
+        protocol = dict(eps_list=eps_list, k=run["k"], steps=steps, surrogate_beta=surrogate_beta,
+                        seed=seed)
+        out[label] = (model, x, methods, protocol)
+        if echo is not None:
+            echo(run_summary(run, model, x, arch))
+    return out
+
+
+def pick_images(models, x: torch.Tensor, y: torch.Tensor, n: int, seed: int) -> torch.Tensor:
+    """The first ``n`` images of ``x`` (in a random order fixed by ``seed``) that every model of
+    ``models`` classifies as ``y``; an error when fewer are."""
+    models = list(models)
+    if not models:
+        raise ValueError("models must hold at least one model")
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} images but y {len(y)} labels")
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed)).to(x.device)
+    with torch.no_grad():
+        ok = torch.stack([m(x[order]).argmax(1) == y[order] for m in models]).all(0)
+    sel = order[ok][:n]
+    if len(sel) < n:
+        raise RuntimeError(f"only {len(sel)} test images are correct for every model; lower n")
+    return x[sel]
 
 
 # --------------------------------------------------------------------------- the code's conventions

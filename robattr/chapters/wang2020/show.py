@@ -9,6 +9,9 @@ beside the paper's.
 * :func:`beside_paper`: a :func:`robattr.papers.compare` frame as a whole, narrow table for
   :func:`robattr.viz.show_table` (each source, ours, the kept references and the paper's,
   one column beside the other), with a reason for every value it lacks;
+* :func:`references_note` and :func:`show_beside_paper`: that table shown, its caption naming
+  the kept reference runs;
+* :func:`accuracy_by_radius_figure`: test accuracy against the training radius (Fig. 7);
 * :func:`readable_log_ticks`: labels on a log axis that never run into each other.
 """
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pandas as pd
 from robattr.viz import readable_log_ticks  # noqa: F401 (re-exported: the notebooks import it here)
 
 __all__ = ["curve_bands", "attack_curves_figure", "beside_paper", "readable_log_ticks",
-           "NO_REFERENCE_VALUE"]
+           "NO_REFERENCE_VALUE", "references_note", "show_beside_paper", "accuracy_by_radius_figure"]
 
 #: Why a kept reference run's column lacks a value: it ran other blocks, or an older notebook.
 NO_REFERENCE_VALUE = ("the kept reference run recorded no value for this cell (it ran other "
@@ -185,6 +188,40 @@ def _describe(label: str) -> str:
     profile, _, rest = label.partition(" ref")
     inner = rest.strip()[1:-1] if rest.strip().startswith("(") else ""
     return f"a kept run of the {profile} profile" + (f" ({inner})" if inner else "")
+
+
+def references_note(sources: dict) -> str:
+    """The end of a caption: ``"; <column>: <what it holds>"`` for each kept reference column
+    of ``sources`` (as :func:`beside_paper` returns it; ``ours`` and ``paper`` left out)."""
+    return "".join(f"; {s}: {what}" for s, what in sources.items() if s not in ("ours", "paper"))
+
+
+def show_beside_paper(compared: pd.DataFrame, *, caption: str, digits: int = 2,
+                      extra: pd.DataFrame | None = None, **kwargs) -> None:
+    """Show :func:`beside_paper`'s table of ``compared`` (``kwargs``: its ``index``,
+    ``columns``, ``orders``, ``why_ours``, ``why_paper``), with the columns of ``extra`` joined
+    on the rows, rounded to ``digits``, with its reasons for missing cells and ``caption``
+    followed by :func:`references_note`."""
+    from robattr import viz
+
+    table, why, sources = beside_paper(compared, **kwargs)
+    if extra is not None:
+        table = table.join(extra)
+    viz.show_table(table.round(digits), why=why, caption=caption + references_note(sources))
+
+
+def accuracy_by_radius_figure(accuracy: dict) -> None:
+    """Fig. 7's side panel: test accuracy (``accuracy``: training ℓ2 radius on the 0-255 scale
+    -> accuracy) against the radius, at equal spacing."""
+    import matplotlib.pyplot as plt
+
+    labels = list(accuracy)
+    fig, ax = plt.subplots(figsize=(3.3, 2.6))
+    ax.plot(range(len(labels)), [accuracy[e] for e in labels], "ko-")
+    ax.set_xticks(range(len(labels)), [f"{e:g}" for e in labels])
+    ax.set(title="test accuracy", xlabel=r"training $\ell_2$ radius (/255)", ylabel="test accuracy")
+    plt.tight_layout()
+    plt.show()
 
 
 # --------------------------------------------------------------------------- log axes

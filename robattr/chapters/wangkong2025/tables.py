@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from robattr.chapters.wangkong2025.inputs import model_device, softplus_models, test_inputs
+
 __all__ = ["MODEL_LABELS", "block_inputs", "certified_budgets", "mean_budgets",
            "threshold_ratio_violations", "k_T"]
 
@@ -38,21 +40,17 @@ def block_inputs(run: dict, *, methods, arch: str, epochs: int, beta: float, n_e
     training loss of ``methods`` from the zoo (Softplus(``beta``) ``arch``, ``epochs`` epochs),
     or, for a block with a weights file (ImageNet), only the pretrained standard ResNet-50
     under ``"ce"`` (Table 7's only row). ``x`` and ``y`` are on the models' device."""
-    from robattr import data, zoo
+    from robattr import data
     from robattr.blocks import pretrained
 
     name = run["dataset"]
-    ds = data.load(name, run.get("split", "test"),
-                   size=run.get("size") if name not in data.DATASETS or name == "flowers102" else None)
-    idx = torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))[:n_eval]
-    x = torch.stack([ds[int(i)][0] for i in idx])
-    y = torch.tensor([int(ds[int(i)][1]) for i in idx])
+    size = run.get("size") if name not in data.DATASETS or name == "flowers102" else None
+    x, y = test_inputs(name, n_eval, seed, split=run.get("split", "test"), size=size)
     if run.get("weights"):
         models = {"ce": pretrained("resnet50", name, run["weights"], device=device)}
     else:
-        models = {m: zoo.get_model(name, arch, m, epochs=epochs, seed=0, activation="softplus",
-                                   beta=beta, device=device, progress=False) for m in methods}
-    x = x.to(next(next(iter(models.values())).parameters()).device)
+        models = softplus_models(name, arch, methods, epochs=epochs, beta=beta, device=device)
+    x = x.to(model_device(models))
     return x, y.to(x.device), models
 
 

@@ -1,0 +1,237 @@
+"""The rows of the cross-paper matrix: the training methods, their zoo models and their cost.
+
+* :func:`training_rows`, :data:`BASELINE_ROWS`, :func:`not_run_rows`: every row, its zoo
+  method and hyper-parameters and the papers that train or evaluate it;
+* :func:`load_row_models`: the rows' zoo models (and ATEX's teacher);
+* :func:`set_matrix_scale`, :func:`print_citations`, :func:`at_l2_against_madry`: the
+  notebook's scale line, the papers' citations, the AT-l2 radius beside wang2020's;
+* :func:`cost_table`, :func:`unrecorded_columns`, :func:`cost_against_joo2023`,
+  :func:`cost_against_wang2020`, :func:`joo2023_time_ratios`, :func:`too_few_rounds`:
+  the controlled and recorded training cost, set beside the papers' tables;
+* :func:`test_subset`: the seeded test images every model is scored on.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from robattr import data, papers, timing, verdicts, viz, zoo
+from robattr.chapters.crosspaper.matrix import training_cost
+
+__all__ = ["training_rows", "BASELINE_ROWS", "not_run_rows", "load_row_models", "PAPERS",
+           "set_matrix_scale", "print_citations", "at_l2_against_madry", "NOT_RECORDED",
+           "cost_table", "unrecorded_columns", "cost_against_joo2023", "cost_against_wang2020",
+           "joo2023_time_ratios", "joo2023_cost_text", "wang2020_cost_text", "too_few_rounds",
+           "test_subset"]
+
+#: the five papers by chapter key, in the book's order
+PAPERS = ("wang2020", "wangkong2023", "wangkong2025", "joo2023", "lim2021")
+#: the value of the parameter ``baselines`` -> its row
+BASELINE_ROWS = {"ATEX": "ATEX", "IGA": "IGA / ART", "AdvAAT": "AdvAAT"}
+#: why a cost cell is empty
+NOT_RECORDED = "not recorded: the zoo kept no such record when this model was trained"
+
+
+def training_rows(at_l2_eps: float) -> dict:
+    """Every row the matrix can have: ``{row: (zoo method, its hyper-parameters (each loss's
+    defaults otherwise), the papers that train or evaluate it)}``. ``at_l2_eps`` is the ℓ2
+    radius (pixel units) of the row AT-l2 (7-step ℓ2 PGD training, step a quarter of it).
+    ATEX's teacher, the CE model's zoo key, is set by :func:`load_row_models`."""
+    if isinstance(at_l2_eps, bool) or not isinstance(at_l2_eps, (int, float)) or at_l2_eps <= 0:
+        raise ValueError(f"at_l2_eps must be a number > 0, got {at_l2_eps!r}")
+    at_l2 = dict(norm="l2", eps=at_l2_eps, steps=7, step_size=at_l2_eps / 4)
+    return {
+        "CE": ("ce", {}, "-"),
+        "AT-linf": ("at", {}, "wang2020, wangkong2023"),
+        "AT-l2": ("at", at_l2, "wang2020 (at a larger radius)"),
+        "TRADES": ("trades", {}, "wangkong2023, wangkong2025"),
+        # wang2020 Table 1's batch: its l1 term is summed over the batch
+        "IG-NORM": ("ig_norm", dict(batch_size=16), "wang2020, wangkong2023, wangkong2025"),
+        "IGR": ("igr", {}, "wangkong2025"),
+        "SSR": ("ssr", {}, "wang2020"),
+        "Hessian": ("hessian", {}, "joo2023"),
+        "l2": ("l2", {}, "joo2023"),
+        "l2+cosd": ("l2_cosd", {}, "joo2023"),
+        # the papers' baselines (parameter baselines)
+        "ATEX": ("atex", {}, "joo2023 (a baseline)"),
+        "IGA / ART": ("iga", {}, "joo2023 (IGA, a baseline), wangkong2023 (ART)"),
+        "AdvAAT": ("advaat", {}, "wangkong2023"),
+    }
+
+
+def not_run_rows(baselines: Sequence[str]) -> dict:
+    """``{row: viz.NOT_RUN}`` for each baseline of :data:`BASELINE_ROWS` not in
+    ``baselines`` (its row of the tables shows "—" with the reason)."""
+    unknown = sorted(set(baselines) - set(BASELINE_ROWS))
+    if unknown:
+        raise ValueError(f"unknown baselines {unknown}; known: {list(BASELINE_ROWS)}")
+    return {row: viz.NOT_RUN for b, row in BASELINE_ROWS.items() if b not in baselines}
+
+
+def load_row_models(dataset: str, arch: str, rows: dict, names: Sequence[str],
+                    **common) -> tuple[dict, dict]:
+    """The zoo model of each row of ``names`` (``rows`` as :func:`training_rows` returns
+    them; ``common``: the keyword arguments of ``zoo.get_model`` shared by every row).
+    ATEX's teacher is the CE model of the same settings (loaded or trained here if CE is not
+    a row). Returns ``(models, teachers)``, both ``{row: model}``."""
+    missing = [n for n in names if n not in rows]
+    if missing:
+        raise ValueError(f"rows {missing} are not known; known: {list(rows)}")
+    models, teachers = {}, {}
+    for name in tqdm(names, desc="zoo"):
+        method, hp, _ = rows[name]
+        if method == "atex":
+            teachers["CE"] = (models["CE"] if "CE" in models
+                              else zoo.get_model(dataset, arch, "ce", **common))
+            hp = dict(teacher=teachers["CE"].zoo_meta["key"])
+        models[name] = zoo.get_model(dataset, arch, method, **common, **hp)
+    return models, teachers
+
+
+def set_matrix_scale(dataset: str, arch_label: str, beta: float, n_eval: int,
+                     models: Iterable[nn.Module] | None = None,
+                     what: str = "one per training method") -> None:
+    """The scale line of the claims that follow (``robattr.verdicts.set_scale``): the
+    dataset, ``"<arch_label> with Softplus(<beta>), <what>"``, ``n_eval`` test images per
+    model and, when given, the models the claims rest on (their accuracy is checked)."""
+    kw = {} if models is None else {"models": list(models)}
+    verdicts.set_scale(dataset, f"{arch_label} with Softplus({beta:g}), {what}", n_eval,
+                       unit="test images per model", **kw)
+
+
+def print_citations() -> None:
+    """Print the five papers' citations, one line each, by chapter key."""
+    for key in PAPERS:
+        print(f"{key}: {papers.CITATIONS[key]}")
+
+
+def at_l2_against_madry(at_l2_eps: float) -> str:
+    """A line that sets the AT-l2 row's ℓ2 radius (pixel units) beside wang2020's Madry
+    radius, which its Table 3 states on the 0-255 scale."""
+    madry = papers.table("wang2020_table3").query("training == 'Madry'").training_param.iloc[0]
+    madry_eps = float(madry.split("=")[1]) / 255   # from the 0-255 scale to pixel units
+    return (f"AT-l2: l2 radius {at_l2_eps:g} (pixel units); wang2020's Madry model: {madry} on "
+            f"the 0-255 scale, {madry_eps:.3g} in pixel units; AT-l2's ball is "
+            f"{at_l2_eps / madry_eps:.0f} times larger")
+
+
+def _hparams_text(loss: dict) -> str:
+    return ", ".join(f"{a}={b:.4g}" if isinstance(b, float) else f"{a}={b}"
+                     for a, b in loss.items())
+
+
+def cost_table(models: dict, rows: dict, step_times: dict) -> pd.DataFrame:
+    """One row per model: its zoo method, source and hyper-parameters, the recorded cost of
+    :func:`~robattr.chapters.crosspaper.training_cost`, ``step_seconds`` (the median of its
+    controlled step times, ``step_times[row]``) and the step time and peak memory relative
+    to the row CE (``step_vs_CE``, ``memory_vs_CE``; relative to the first row when CE is
+    not one)."""
+    if not models:
+        raise ValueError("models must not be empty")
+    out = []
+    for name, m in models.items():
+        c = training_cost(m)
+        c["step_seconds"] = float(np.median(step_times[name]))
+        out.append(dict(row=name, method=rows[name][0], source=rows[name][2],
+                        hparams=_hparams_text(m.zoo_meta["config"]["loss"]), **c))
+    cost = pd.DataFrame(out).set_index("row")
+    ref = "CE" if "CE" in cost.index else cost.index[0]
+    cost["step_vs_CE"] = cost.step_seconds / cost.loc[ref, "step_seconds"]
+    cost["memory_vs_CE"] = cost.peak_memory_mb / cost.loc[ref, "peak_memory_mb"]
+    return cost
+
+
+def unrecorded_columns(cost: pd.DataFrame) -> list[str]:
+    """The recorded-cost columns of :func:`cost_table` with a gap (a model trained before
+    the zoo kept that record)."""
+    return [c for c in ("test_acc", "seconds_per_epoch", "train_seconds", "peak_memory_mb",
+                        "memory_vs_CE") if cost[c].isna().any()]
+
+
+def cost_against_joo2023(cost: pd.DataFrame, dataset: str, arch: str) -> pd.DataFrame:
+    """The controlled time and the peak memory of the rows Hessian and l2+cosd relative to
+    CE, beside joo2023's Table 2 (CIFAR-10 LeNet, ``robattr.papers.compare``): one row per
+    (regulariser, resource); the ours column is empty when CE or the row is missing."""
+    rel = []
+    for reg, row in (("Hessian", "Hessian"), ("l2+Cosd", "l2+cosd")):
+        if row in cost.index and "CE" in cost.index:
+            rel += [dict(regularizer=reg, resource="time", value=cost.loc[row, "step_vs_CE"]),
+                    dict(regularizer=reg, resource="memory", value=cost.loc[row, "memory_vs_CE"])]
+    rel = pd.DataFrame(rel, columns=["regularizer", "resource", "value"])
+    cmp2 = papers.compare(rel, "joo2023_table2", on=["regularizer", "resource"],
+                          where={"dataset": "CIFAR10", "model": "LeNet"},
+                          ours_label=f"ours ({dataset} {arch}, x CE)",
+                          paper_label="paper (CIFAR10 LeNet, x CE)")
+    shown = cmp2[cmp2.regularizer.isin(["Hessian", "l2+Cosd"])]
+    shown = shown.set_index(shown.regularizer + ", " + shown.resource)
+    shown = shown.drop(columns=["regularizer", "resource"])
+    return shown.drop(columns=[c for c in ("note",)
+                               if c in shown and not shown[c].astype(str).str.strip().any()])
+
+
+def cost_against_wang2020(cost: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """The controlled step time of SSR, AT-l2 and IG-NORM relative to AT-l2 (our stand-in for
+    wang2020's Madry row: the radius does not change a step's cost), beside wang2020's Table 3
+    hours per epoch relative to Madry. Returns ``(table, paper)``: the table (``training``,
+    ``value``, ``paper (h/epoch, x Madry)``; empty without AT-l2) and the paper's hours per
+    epoch by training."""
+    t3 = []
+    if "AT-l2" in cost.index:
+        for train, row in (("SSR", "SSR"), ("Madry", "AT-l2"), ("IG-NORM", "IG-NORM")):
+            if row in cost.index:
+                t3.append(dict(training=train, value=cost.loc[row, "step_seconds"]
+                               / cost.loc["AT-l2", "step_seconds"]))
+    t3 = pd.DataFrame(t3, columns=["training", "value"])
+    p3 = papers.table("wang2020_table3")
+    p3 = p3[p3.metric == "time_per_epoch_h"].set_index("training")["value"]
+    t3["paper (h/epoch, x Madry)"] = t3.training.map(p3 / p3["Madry"])
+    return t3, p3
+
+
+def joo2023_time_ratios() -> pd.Series:
+    """joo2023's Table 2: training time relative to CE by regulariser (CIFAR-10 LeNet)."""
+    p2 = papers.table("joo2023_table2")
+    p2 = p2[(p2.dataset == "CIFAR10") & (p2.model == "LeNet") & (p2.resource == "time")]
+    return p2.set_index("regularizer").value
+
+
+def joo2023_cost_text(cost: pd.DataFrame, ce_ref: str = "CE") -> str:
+    """The measured side of joo2023's cost claim: the median step of the rows l2+cosd,
+    Hessian and ``ce_ref`` in ms, beside joo2023's Table 2 times per epoch relative to CE."""
+    p2 = joo2023_time_ratios()
+    h, lc = cost.loc["Hessian", "step_seconds"], cost.loc["l2+cosd", "step_seconds"]
+    return (f"Median step on 64 digits: l2+cosd {lc * 1e3:.0f} ms, Hessian {h * 1e3:.0f} ms "
+            f"(CE {cost.loc[ce_ref, 'step_seconds'] * 1e3:.0f} ms); the paper's time per epoch, "
+            f"x CE: Hessian {p2['Hessian']:.2f}, l2+Cosd {p2['l2+Cosd']:.2f} (CIFAR-10 LeNet).")
+
+
+def wang2020_cost_text(t3: pd.DataFrame, p3: pd.Series) -> str:
+    """The measured side of wang2020's cost claims, from :func:`cost_against_wang2020`: the
+    median step of SSR and IG-NORM relative to AT-l2, beside the paper's hours per epoch
+    relative to Madry."""
+    s, i = (t3.set_index("training").value[t] for t in ("SSR", "IG-NORM"))
+    return (f"Median step time relative to l2 AT: SSR {s:.2f}, IG-NORM {i:.2f} (paper, per epoch "
+            f"on CIFAR-10: SSR {p3['SSR'] / p3['Madry']:.2f}, "
+            f"IG-NORM {p3['IG-NORM'] / p3['Madry']:.2f}).")
+
+
+def too_few_rounds(what: str, measured: str, rounds: int) -> str:
+    """The cost measurement without a verdict: ``rounds`` timing rounds, fewer than
+    ``robattr.timing.MIN_TIMING_ROUNDS``, give no interval."""
+    return (f"{what}: {rounds} timing rounds, fewer than {timing.MIN_TIMING_ROUNDS}, give no "
+            f"interval, so no verdict. Measured: {measured}")
+
+
+def test_subset(dataset: str, n: int, seed: int, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` test images of ``dataset`` and their labels, drawn by a permutation seeded
+    ``seed`` (the same images for every model), on ``device``."""
+    x, y = data.as_tensors(data.load(dataset, split="test"), None)
+    if not 1 <= n <= len(x):
+        raise ValueError(f"n must be in [1, {len(x)}], got {n!r}")
+    idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))[:n]
+    return x[idx].to(device), y[idx].to(device)
