@@ -3,7 +3,8 @@
 
 * :func:`eigen_timing_figure`: B1's three times against the input size (log-log);
 * :func:`second_order_figure`: B2's two terms and PGD's loss change against the radius;
-* :func:`saliency_bound_figures`: Thm 1's ratio against its bound, and λ against L;
+* :func:`saliency_bound_figure`: Thm 1's ratio against its bound;
+* :func:`lambda_against_lipschitz_figure`: Thm 1's λ against L;
 * :func:`stein_figure`: Prop 1's distance between the estimators against the sample count;
 * :func:`smoothed_hessian_figure`: Thm 2's bounds with the trained model and the 2-D cases;
 * :func:`sigma_threshold_figure`: Prop 2's two Lipschitz bounds on one point against σ;
@@ -16,8 +17,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["eigen_timing_figure", "second_order_figure", "saliency_bound_figures",
-           "stein_figure", "smoothed_hessian_figure", "sigma_threshold_figure",
+__all__ = ["eigen_timing_figure", "second_order_figure", "saliency_bound_figure",
+           "lambda_against_lipschitz_figure", "stein_figure", "smoothed_hessian_figure", "sigma_threshold_figure",
            "gradient_change_figure"]
 
 
@@ -63,9 +64,9 @@ def second_order_figure(table: pd.DataFrame) -> None:
     plt.show()
 
 
-def saliency_bound_figures(cases: pd.DataFrame, bound) -> None:
+def saliency_bound_figure(cases: pd.DataFrame, bound) -> None:
     """Thm 1 (:func:`robattr.chapters.wang2020.saliency_cases`): the measured ratio λ against
-    its bound ``bound`` (one per case, ``2L / ‖x − x*‖``), then λ against L, per model."""
+    its bound ``bound`` (one per case, ``2L / ‖x − x*‖``), per model, on log axes."""
     import matplotlib.pyplot as plt
 
     from robattr import viz
@@ -80,6 +81,13 @@ def saliency_bound_figures(cases: pd.DataFrame, bound) -> None:
     for a in g.axes.flat:
         readable_log_ticks(a)                     # no minor labels running into each other
     plt.show()
+
+
+def lambda_against_lipschitz_figure(cases: pd.DataFrame) -> None:
+    """Thm 1's cases (:func:`robattr.chapters.wang2020.saliency_cases`): λ against the
+    largest gradient norm L̂ found in the ball, one colour per model."""
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(5, 3.8))
     for name in dict.fromkeys(cases.model):
         sel = (cases.model == name).to_numpy()
