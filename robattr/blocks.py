@@ -14,11 +14,10 @@ those whose files are on this machine. :func:`select` decides, block by block:
 Every block it leaves out gets one printed line that says what is missing and where to put
 it; a missing block is never an error.
 
-The blocks of the two Wang & Kong papers are here too (:data:`WANGKONG2023_TABLE78` and
-:func:`table78_runs_wangkong2023`, :data:`WANGKONG2025_TABLE567` and :func:`table567_runs_wangkong2025`);
-000's, which carry their attack settings, are the wang2020 chapter's
-(``robattr.chapters.wang2020``). :func:`pretrained` builds an ImageNet ResNet from a user's
-weights file, including the checkpoints of MadryLab's ``robustness`` library that 000 used.
+Each chapter keeps its own blocks: wang2020's Table 2 (``robattr.chapters.wang2020``),
+wangkong2023's Tables 7-8 (``robattr.chapters.wangkong2023.blocks``), wangkong2025's Tables
+5-7 (``robattr.chapters.wangkong2025.blocks``). :func:`pretrained` builds an ImageNet
+ResNet from a user's weights file, including the checkpoints of MadryLab's ``robustness`` library that 000 used.
 """
 from __future__ import annotations
 
@@ -27,24 +26,11 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 __all__ = ["Block", "missing", "select", "eps_value", "pretrained", "torchvision_state_dict",
-           "WANGKONG2023_TABLE78", "WANGKONG2025_TABLE567", "IMAGENET_HINT", "table78_runs_wangkong2023",
-           "table567_runs_wangkong2025"]
+           "IMAGENET_HINT"]
 
 #: Where an ImageNet block's images come from (the skip line quotes it).
 IMAGENET_HINT = ("ImageNet validation images as an ImageFolder, one folder per class named by "
                  "its WordNet id (all 1000, so that the label indices are torchvision's)")
-
-#: 001 (Wang & Kong, CVPR 2023) App. D.2, Tables 7-8: the paper's dataset label -> robattr's
-#: dataset name. The budgets of each block are the tables' ``eps`` labels.
-WANGKONG2023_TABLE78 = {"MNIST": "mnist", "Fashion-MNIST": "fashion_mnist", "CIFAR-10": "cifar10"}
-
-#: 002 (Wang & Kong, ICLR 2025 submission) App. C.4, Tables 5-7: the paper's dataset label ->
-#: (robattr's dataset name, the table of its certified budgets). ImageNet has no name: it is
-#: the user's ImageFolder, and only a standard (pretrained) model, as in Table 7.
-WANGKONG2025_TABLE567 = {"MNIST": ("mnist", "wangkong2025_table5"),
-                         "CIFAR-10": ("cifar10", "wangkong2025_table6"),
-                         "ImageNet": (None, "wangkong2025_table7")}
-
 
 @dataclass(frozen=True)
 class Block:
@@ -185,78 +171,3 @@ def pretrained(arch: str, dataset, weights, device="cpu"):
     except RuntimeError as e:
         raise ValueError(f"the weights in {weights} do not fit a {arch}: {e}") from e
     return model.to(device).eval()
-
-
-def _fallback_scale(dataset: str, ref_dim: int) -> float:
-    import math
-
-    from robattr import data
-
-    c, h, w = data.info(dataset).shape
-    return math.sqrt(c * h * w / ref_dim)
-
-
-def table78_runs_wangkong2023(blocks: Sequence[str], *, dataset: str, paper_dataset: str, eps_l2,
-                     eps_linf, ref_dim: int, root=None, echo=print) -> list[dict]:
-    """The runs of 001's Tables 7-8 (App. D.2), one dict per block: ``label`` (the tables'
-    dataset), ``dataset`` (robattr's), ``eps_l2`` and ``eps_linf`` (budget labels as the
-    tables print them, e.g. ``"4/255"``; :func:`eps_value` reads them) and ``l2_scale`` (the
-    factor applied to the ℓ2 budgets).
-
-    Each block of ``blocks`` (keys of :data:`WANGKONG2023_TABLE78`) whose data are here
-    (:func:`select`; ``echo`` gets a line per block skipped) runs on its own data set at the
-    paper's budgets, unscaled. With no blocks, or none whose data are here, one run on
-    ``dataset`` beside the ``paper_dataset`` rows, at ``eps_l2`` / ``eps_linf``, its ℓ2 budgets
-    scaled by ``sqrt(d / ref_dim)`` (the same root-mean-square change per pixel)."""
-    from robattr import papers
-
-    unknown = [b for b in blocks if b not in WANGKONG2023_TABLE78]
-    if unknown:
-        raise ValueError(f"unknown Tables 7-8 blocks {unknown}; known: {list(WANGKONG2023_TABLE78)}")
-    runs = []
-    for b in select([Block(lab, WANGKONG2023_TABLE78[lab]) for lab in blocks], root=root, echo=echo):
-        eps = {}
-        for nm, name in (("l2", "wangkong2023_table7"), ("linf", "wangkong2023_table8")):
-            t = papers.table(name)
-            eps[nm] = list(dict.fromkeys(t[t["dataset"] == b.label]["eps"].astype(str)))
-        runs.append(dict(label=b.label, dataset=b.dataset, eps_l2=eps["l2"], eps_linf=eps["linf"],
-                         l2_scale=1.0))
-    if runs:
-        return runs
-    if blocks and echo is not None:
-        echo(f"no block has its data here: one run on {dataset!r} instead, beside the paper's "
-             f"{paper_dataset} rows")
-    return [dict(label=paper_dataset, dataset=dataset, eps_l2=[str(e) for e in eps_l2],
-                 eps_linf=[str(e) for e in eps_linf], l2_scale=_fallback_scale(dataset, ref_dim))]
-
-
-def table567_runs_wangkong2025(blocks: Sequence[str], *, dataset: str, imagenet_dir: str = "",
-                      imagenet_weights: str = "", root=None, echo=print) -> list[dict]:
-    """The runs of 002's Tables 5-7 (App. C.4), one dict per block: ``label`` (the tables'
-    dataset), ``dataset`` (robattr's name, or the ImageNet folder), ``table`` (the paper's
-    table of that block), ``size``, ``split`` and ``weights`` (ImageNet's pretrained standard
-    ResNet-50; None: the zoo trains the models).
-
-    Each block of ``blocks`` (keys of :data:`WANGKONG2025_TABLE567`) whose data are here runs
-    (``echo`` gets a line per block skipped); ImageNet reads ``imagenet_dir`` and
-    ``imagenet_weights``. With no blocks, or none whose data are here, one run on ``dataset``
-    beside Table 5's MNIST rows."""
-    unknown = [b for b in blocks if b not in WANGKONG2025_TABLE567]
-    if unknown:
-        raise ValueError(f"unknown Tables 5-7 blocks {unknown}; known: {list(WANGKONG2025_TABLE567)}")
-    cand = []
-    for lab in blocks:
-        name, _ = WANGKONG2025_TABLE567[lab]
-        cand.append(Block(lab, imagenet_dir, size=224, splits=("val",), weights=imagenet_weights,
-                          what=f"{IMAGENET_HINT}, and a standard ResNet-50 weights file")
-                    if name is None else Block(lab, name))
-    runs = [dict(label=b.label, dataset=b.dataset, table=WANGKONG2025_TABLE567[b.label][1],
-                 size=b.size, split=b.splits[-1], weights=b.weights)
-            for b in select(cand, root=root, echo=echo)]
-    if runs:
-        return runs
-    if blocks and echo is not None:
-        echo(f"no block has its data here: one run on {dataset!r} instead, beside the paper's "
-             "MNIST rows (Table 5)")
-    return [dict(label="MNIST", dataset=dataset, table="wangkong2025_table5", size=None,
-                 split="test", weights=None)]

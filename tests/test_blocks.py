@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from robattr import blocks
+from robattr.chapters.wangkong2023 import blocks as blocks78
+from robattr.chapters.wangkong2025 import blocks as blocks567
 from robattr.blocks import Block, eps_value, missing, select, torchvision_state_dict
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer",
@@ -165,26 +167,26 @@ def test_pretrained_loads_a_checkpoint_into_the_bare_network(tmp_path):
 
 def test_wangkong2023_blocks_take_the_papers_budgets_and_fall_back_to_the_quick_run(root):
     lines = []
-    runs = blocks.table78_runs_wangkong2023(["MNIST", "CIFAR-10"], dataset="digits", paper_dataset="MNIST",
+    runs = blocks78.table78_runs(["MNIST", "CIFAR-10"], dataset="digits", paper_dataset="MNIST",
                                    eps_l2=[0.1, 0.2], eps_linf=[0.01], ref_dim=784, echo=lines.append)
     assert len(runs) == 1 and runs[0]["dataset"] == "digits" and len(lines) == 3
     assert runs[0]["eps_l2"] == ["0.1", "0.2"] and runs[0]["eps_linf"] == ["0.01"]
     assert runs[0]["l2_scale"] == pytest.approx((64 / 784) ** 0.5)
     write_jpgs(root / "cifar10-jpg" / "test", CIFAR10_CLASSES, size=32)
     write_jpgs(root / "cifar10-jpg" / "train", CIFAR10_CLASSES, size=32)
-    runs = blocks.table78_runs_wangkong2023(["MNIST", "CIFAR-10"], dataset="digits", paper_dataset="MNIST",
+    runs = blocks78.table78_runs(["MNIST", "CIFAR-10"], dataset="digits", paper_dataset="MNIST",
                                    eps_l2=[0.1], eps_linf=[0.01], ref_dim=784, echo=None)
     # App. D.2: CIFAR-10 at l2 0.2 and 0.3, l-inf 4/255 and 8/255, unscaled
     assert runs == [dict(label="CIFAR-10", dataset="cifar10", eps_l2=["0.2", "0.3"],
                          eps_linf=["4/255", "8/255"], l2_scale=1.0)]
     with pytest.raises(ValueError, match="unknown Tables 7-8 blocks"):
-        blocks.table78_runs_wangkong2023(["Flower"], dataset="digits", paper_dataset="MNIST", eps_l2=[0.1],
+        blocks78.table78_runs(["Flower"], dataset="digits", paper_dataset="MNIST", eps_l2=[0.1],
                                 eps_linf=[0.01], ref_dim=784)
 
 
 def test_wangkong2025_blocks_name_their_table_and_imagenet_needs_its_weights(root, tmp_path):
     lines = []
-    runs = blocks.table567_runs_wangkong2025(["MNIST", "CIFAR-10", "ImageNet"], dataset="digits",
+    runs = blocks567.table567_runs(["MNIST", "CIFAR-10", "ImageNet"], dataset="digits",
                                     echo=lines.append)
     assert [r["dataset"] for r in runs] == ["digits"] and runs[0]["table"] == "wangkong2025_table5"
     assert [line.split(":")[0] for line in lines] == ["skipped MNIST", "skipped CIFAR-10",
@@ -193,7 +195,7 @@ def test_wangkong2025_blocks_name_their_table_and_imagenet_needs_its_weights(roo
     imagenet = tmp_path / "imagenet"
     write_jpgs(imagenet, ["n01440764"], size=12)
     (tmp_path / "r50.pt").write_bytes(b"x")
-    runs = blocks.table567_runs_wangkong2025(["ImageNet", "MNIST"], dataset="digits", imagenet_dir=str(imagenet),
+    runs = blocks567.table567_runs(["ImageNet", "MNIST"], dataset="digits", imagenet_dir=str(imagenet),
                                     imagenet_weights=str(tmp_path / "r50.pt"), echo=None)
     assert [(r["label"], r["table"]) for r in runs] == [("ImageNet", "wangkong2025_table7"),
                                                         ("MNIST", "wangkong2025_table5")]

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from robattr import blocks, papers
+from robattr import papers
+from robattr.chapters.wangkong2023 import blocks as blocks78
+from robattr.chapters.wangkong2025 import blocks as blocks567
 from robattr.book.notebooks import discover
 from robattr.book.profiles import load_profile, resolve
 
@@ -65,8 +67,8 @@ def test_every_wangkong_notebook_has_a_paper_entry(paper):
 def test_tables_7_8_run_every_block_at_its_printed_budgets(paper):
     p = paper["wangkong2023/tables_bounds"]
     assert p["blocks"] == T78_BLOCKS
-    assert list(blocks.WANGKONG2023_TABLE78) == T78_BLOCKS
-    assert set(blocks.WANGKONG2023_TABLE78.values()) == {"mnist", "fashion_mnist", "cifar10"}
+    assert list(blocks78.TABLE78) == T78_BLOCKS
+    assert set(blocks78.TABLE78.values()) == {"mnist", "fashion_mnist", "cifar10"}
     # the budgets a block runs at are the tables' own labels, read by robattr.blocks
     for label, (l2, linf) in T78_EPS.items():
         for table, want in (("wangkong2023_table7", l2), ("wangkong2023_table8", linf)):
@@ -95,7 +97,7 @@ def test_001_attacks_and_budgets(paper):
 def test_tables_5_7_run_every_block_at_the_printed_radii_and_thresholds(paper):
     p = paper["wangkong2025/certified_eps"]
     assert p["blocks"] == list(T567_BLOCKS)
-    assert {k: v[1] for k, v in blocks.WANGKONG2025_TABLE567.items()} == T567_BLOCKS
+    assert {k: v[1] for k, v in blocks567.TABLE567.items()} == T567_BLOCKS
     assert p["radii"] == RADII and p["thresholds"] == THRESHOLDS and p["eps_rmin"] == EPS_RMIN
     assert p["dataset"] == "mnist"
     for label, table in T567_BLOCKS.items():

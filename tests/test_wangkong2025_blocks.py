@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from robattr import data
-from robattr.blocks import table567_runs_wangkong2025
+from robattr.chapters.wangkong2025.blocks import table567_runs
 from robattr.chapters import wangkong2025 as wk
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def block(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("ROBATTR_CACHE", str(tmp_path_factory.mktemp("cache")))
-    run = table567_runs_wangkong2025([], dataset="digits", echo=None)[0]
+    run = table567_runs([], dataset="digits", echo=None)[0]
     out = wk.block_inputs(run, methods=["ce"], arch="mlp", epochs=1, beta=3.0, n_eval=3, seed=5,
                           device="cpu")
     yield run, out

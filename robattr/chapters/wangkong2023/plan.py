@@ -35,10 +35,10 @@ def _ig_gradient_work(p):
 
 
 def _t78(p):
-    """The Tables 7-8 runs of wangkong2023/tables_bounds (robattr.blocks.table78_runs_wangkong2023)."""
-    from robattr.blocks import table78_runs_wangkong2023
+    """The Tables 7-8 runs of wangkong2023/tables_bounds (robattr.chapters.wangkong2023.blocks.table78_runs)."""
+    from robattr.chapters.wangkong2023.blocks import table78_runs
 
-    return table78_runs_wangkong2023(p["blocks"], dataset=p["dataset"], paper_dataset=p["paper_dataset"],
+    return table78_runs(p["blocks"], dataset=p["dataset"], paper_dataset=p["paper_dataset"],
                             eps_l2=p["eps_l2"], eps_linf=p["eps_linf"], ref_dim=p["ref_dim"],
                             echo=None)
 
@@ -55,9 +55,9 @@ def _tables_bounds_models(p):
 
 
 def _tables_bounds_data(p):
-    from robattr.blocks import WANGKONG2023_TABLE78
+    from robattr.chapters.wangkong2023.blocks import TABLE78
 
-    return list(dict.fromkeys([p["dataset"]] + [WANGKONG2023_TABLE78[b] for b in p["blocks"]]))
+    return list(dict.fromkeys([p["dataset"]] + [TABLE78[b] for b in p["blocks"]]))
 
 
 _ATTR_ROWS = {"sm": lambda p: 1, "ixg": lambda p: 1, "ig": lambda p: p["ig_steps"]}

@@ -36,10 +36,10 @@ def _center_work(p):
 
 
 def _t567(p):
-    """The Tables 5-7 runs of wangkong2025/certified_eps (robattr.blocks.table567_runs_wangkong2025)."""
-    from robattr.blocks import table567_runs_wangkong2025
+    """The Tables 5-7 runs of wangkong2025/certified_eps (robattr.chapters.wangkong2025.blocks.table567_runs)."""
+    from robattr.chapters.wangkong2025.blocks import table567_runs
 
-    return table567_runs_wangkong2025(p["blocks"], dataset=p["dataset"], imagenet_dir=p["imagenet_dir"],
+    return table567_runs(p["blocks"], dataset=p["dataset"], imagenet_dir=p["imagenet_dir"],
                              imagenet_weights=p["imagenet_weights"], echo=None)
 
 
@@ -49,9 +49,9 @@ def _certified_models(p):
 
 
 def _certified_data(p):
-    from robattr.blocks import WANGKONG2025_TABLE567
+    from robattr.chapters.wangkong2025.blocks import TABLE567
 
-    names = [WANGKONG2025_TABLE567[b][0] or p["imagenet_dir"] or "ImageNet (imagenet_dir)"
+    names = [TABLE567[b][0] or p["imagenet_dir"] or "ImageNet (imagenet_dir)"
              for b in p["blocks"]]
     return list(dict.fromkeys([p["dataset"]] + names))
 

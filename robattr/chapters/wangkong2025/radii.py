@@ -181,7 +181,7 @@ def plot_dimension_curves() -> None:
 
 
 def data_name(run: dict) -> str:
-    """The name of a block's data (:func:`robattr.blocks.table567_runs_wangkong2025` run): its
+    """The name of a block's data (:func:`~robattr.chapters.wangkong2025.blocks.table567_runs` run): its
     data set, or the last part of its folder."""
     return str(run["dataset"]).rstrip("/").split("/")[-1]
 

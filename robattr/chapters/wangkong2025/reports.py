@@ -55,7 +55,7 @@ def show_budgets(compared: pd.DataFrame, caption: str) -> None:
 
 
 def report_block_budgets(budgets: pd.DataFrame, run: dict) -> pd.DataFrame:
-    """For one block after the first (a :func:`robattr.blocks.table567_runs_wangkong2025` run
+    """For one block after the first (a :func:`~robattr.chapters.wangkong2025.blocks.table567_runs` run
     with its per-input ``budgets``, :func:`.tables.certified_budgets`): show its mean corrected
     budgets beside the paper's Table 6 (CIFAR-10) or 7 (ImageNet) and record each mean as
     ``eps_max_mean`` (labels: block, T, model, r). Returns the means."""

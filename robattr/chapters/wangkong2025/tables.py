@@ -1,7 +1,7 @@
 """The wangkong2025 chapter's (paper 002, Wang & Kong) shared steps for Tables 5-7.
 
 Tables 5, 6 and 7 give 002's largest certified budgets on MNIST, CIFAR-10 and ImageNet. The
-certified_eps notebook runs each block whose data are here (:func:`robattr.blocks.table567_runs_wangkong2025`):
+certified_eps notebook runs each block whose data are here (:func:`~robattr.chapters.wangkong2025.blocks.table567_runs`):
 
 * :func:`block_inputs`: a block's evaluated inputs and its models (the zoo's, or ImageNet's
   pretrained standard ResNet-50);
@@ -35,7 +35,7 @@ def k_T(T, corrected: bool = True):
 
 def block_inputs(run: dict, *, methods, arch: str, epochs: int, beta: float, n_eval: int,
                  seed: int, device):
-    """``(x, y, models)`` of one block (a :func:`robattr.blocks.table567_runs_wangkong2025` run):
+    """``(x, y, models)`` of one block (a :func:`~robattr.chapters.wangkong2025.blocks.table567_runs` run):
     ``n_eval`` inputs of its split drawn in a random order fixed by ``seed``, and a model per
     training loss of ``methods`` from the zoo (Softplus(``beta``) ``arch``, ``epochs`` epochs),
     or, for a block with a weights file (ImageNet), only the pretrained standard ResNet-50
