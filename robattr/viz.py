@@ -36,7 +36,8 @@ from robattr.tables import (MISSING, MISSING_NOTE, NOT_BUILT, NOT_IN_PAPER, NOT_
 
 __all__ = ["THEME", "set_theme", "theme", "to_image", "heatmap_grid", "rank_heatmap",
            "verdict_heatmap", "VERDICT_COLORS", "bound_ratio", "measured_vs_bound",
-           "metric_curves", "matrix_heatmap", "readable_log_ticks", "show_whole_tables",
+           "metric_curves", "matrix_heatmap", "readable_log_ticks", "scaled_map", "show_map",
+           "map_colorbar", "show_whole_tables",
            "table_html", "MISSING", "MISSING_NOTE", "show_table", "NOT_BUILT", "NOT_IN_PAPER", "NOT_RUN"]
 
 #: The book's figure style, as arguments of ``seaborn.set_theme``.
@@ -159,8 +160,9 @@ def heatmap_grid(images: torch.Tensor, maps: dict[str, torch.Tensor] | torch.Ten
 
     ``maps`` is a tensor shaped like ``images`` or a dict ``{row label: tensor}``.
     Signed maps use a diverging colour map centred at zero (red positive, blue
-    negative); unsigned ones show the absolute value summed over channels.
-    Returns the matplotlib figure.
+    negative); unsigned ones show the absolute value summed over channels. Each map is
+    scaled to its own largest absolute value (:func:`show_map`), and one colour bar says
+    so. Returns the matplotlib figure.
     """
     import matplotlib.pyplot as plt
 
@@ -176,19 +178,49 @@ def heatmap_grid(images: torch.Tensor, maps: dict[str, torch.Tensor] | torch.Ten
             if titles is not None:
                 axes[0, j].set_title(titles[j], fontsize=9)
             for i, (label, m) in enumerate(maps.items(), start=1):
-                s = _saliency(m[j], signed)
-                if signed:
-                    lim = float(np.abs(s).max()) or 1.0
-                    axes[i, j].imshow(s, cmap=cmap or "bwr", vmin=-lim, vmax=lim)
-                else:
-                    axes[i, j].imshow(s, cmap=cmap or "hot")
+                image = show_map(axes[i, j], _saliency(m[j], signed), signed=signed, cmap=cmap)
                 if j == 0:
                     axes[i, j].set_ylabel(label, fontsize=9)
         for ax in axes.flat:
             ax.set_xticks([]), ax.set_yticks([])
             ax.grid(False)
         fig.tight_layout()
+        if maps:
+            map_colorbar(fig, image, axes[1:], signed=signed)
     return fig
+
+
+def scaled_map(a, *, signed: bool = False) -> np.ndarray:
+    """A 2-D map divided by its largest absolute value, for :func:`show_map`: in [0, 1]
+    (``signed=False``: the map's absolute value) or in [-1, 1] (``signed=True``). An all-zero
+    map stays zero."""
+    a = a.detach().cpu().float().numpy() if torch.is_tensor(a) else np.asarray(a, dtype=float)
+    if a.ndim != 2:
+        raise ValueError(f"a map must be 2-D (H x W), got shape {a.shape}")
+    a = a if signed else np.abs(a)
+    top = float(np.abs(a).max())
+    return a / top if top > 0 else a
+
+
+def show_map(ax, a, *, signed: bool = False, cmap: str | None = None):
+    """Draw a 2-D attribution map on ``ax`` scaled to its largest absolute value
+    (:func:`scaled_map`): ``hot`` on [0, 1], or ``bwr`` on [-1, 1] when ``signed``, so that
+    every map of a figure shares the colour bar of :func:`map_colorbar`. Returns the image."""
+    lo = -1.0 if signed else 0.0
+    return ax.imshow(scaled_map(a, signed=signed), cmap=cmap or ("bwr" if signed else "hot"),
+                     vmin=lo, vmax=1.0)
+
+
+def map_colorbar(fig, image, axes, *, signed: bool = False, label: str | None = None):
+    """One colour bar for the maps of ``axes`` drawn by :func:`show_map` (``image``: one of
+    them). Call it after ``tight_layout``: the bar takes its room from ``axes``."""
+    default = ("attribution / its largest |value| in the map" if signed
+               else "|attribution| / its largest value in the map")
+    axes = list(np.ravel(axes))
+    bar = fig.colorbar(image, ax=axes, fraction=0.025, pad=0.02)
+    bar.set_label(label or default, fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    return bar
 
 
 # --------------------------------------------------------------------------- tables as heatmaps

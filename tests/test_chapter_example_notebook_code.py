@@ -170,7 +170,7 @@ def test_second_derivative_norms_are_finite_and_positive_on_a_softplus_net(monke
 def test_plot_abs_attributions_lays_out_the_panels():
     x = images(1)
     fig = EX.plot_abs_attributions(x, {"a": x, "b": -x}, "title", cols=2)
-    assert len(fig.axes) == 4
+    assert len(fig.axes) == 4 + 1                      # and the colour bar of the maps
     assert fig.axes[0].get_title() == "title" and fig.axes[2].get_title() == "b"
     assert not fig.axes[3].axison
     with pytest.raises(ValueError):

@@ -68,7 +68,7 @@ def test_heatmap_grid_still_draws_one_column_per_image():
     x = torch.rand(3, 1, 8, 8, generator=gen)
     g = torch.randn(3, 1, 8, 8, generator=gen)
     fig = viz.heatmap_grid(x, {"Grad": g, "|Grad|": g.abs()}, ["a", "b", "c"])
-    assert len(fig.axes) == 3 * 3
+    assert len(fig.axes) == 3 * 3 + 1                  # and one colour bar for the maps
     assert [fig.axes[j].get_title() for j in range(3)] == ["a", "b", "c"]
     assert fig.axes[3].get_ylabel() == "Grad" and fig.axes[6].get_ylabel() == "|Grad|"
 
@@ -404,3 +404,30 @@ def test_show_table_names_multiindex_labels_as_a_reader_reads_them():
     df = pd.DataFrame([[0.5, np.nan]], columns=cols, index=["MNIST"])
     html = str(getattr(viz.show_table(df, why={("Grad", "paper"): viz.NOT_IN_PAPER}), "data", ""))
     assert "— (Grad · paper): not in the paper" in html and "('Grad'" not in html
+
+
+def test_maps_are_scaled_to_their_largest_value_and_share_one_colour_bar():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from robattr.viz import heatmap_grid, map_colorbar, scaled_map, show_map
+
+    a = torch.tensor([[0.0, -2.0], [1.0, 4.0]])
+    assert np.allclose(scaled_map(a), [[0, 0.5], [0.25, 1]])
+    assert np.allclose(scaled_map(a, signed=True), [[0, -0.5], [0.25, 1]])
+    assert np.all(scaled_map(torch.zeros(2, 2)) == 0)
+    with pytest.raises(ValueError, match="2-D"):
+        scaled_map(torch.zeros(1, 2, 2))
+    fig, axes = plt.subplots(1, 2)
+    image = show_map(axes[0], a, signed=True)
+    assert image.get_clim() == (-1.0, 1.0) and image.get_cmap().name == "bwr"
+    bar = map_colorbar(fig, image, axes, signed=True)
+    assert "largest" in bar.ax.get_ylabel() and len(fig.axes) == 3
+    plt.close(fig)
+    fig = heatmap_grid(torch.rand(2, 1, 4, 4), {"a": torch.randn(2, 1, 4, 4),
+                                                "b": torch.randn(2, 1, 4, 4)})
+    assert len(fig.axes) == 3 * 2 + 1                  # the grid and one colour bar
+    plt.close(fig)

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from robattr import attacks, metrics, train, zoo
+from robattr import attacks, metrics, train, viz, zoo
 from robattr.attributions import grad, reduce_channels
 
 __all__ = ["run_every_attack", "attacked_inputs", "attack_metrics_table", "plot_attacked_maps",
@@ -86,19 +86,21 @@ def attack_metrics_table(model: nn.Module, x: torch.Tensor, y: torch.Tensor, g0:
 def plot_attacked_maps(model: nn.Module, x: torch.Tensor, y: torch.Tensor, g0: torch.Tensor,
                        inputs: dict):
     """Two rows of pictures: the original and each perturbed input (grayscale, first channel),
-    and under each its |Grad| map. Returns the figure."""
+    and under each its |Grad| map, each scaled to its largest value (one colour bar).
+    Returns the figure."""
     fig, axes = plt.subplots(2, len(inputs) + 1, figsize=(2.0 * (len(inputs) + 1), 4.3))
     axes[0, 0].imshow(x[0, 0].cpu(), cmap="gray", vmin=0, vmax=1)
     axes[0, 0].set_title("original", fontsize=8)
-    axes[1, 0].imshow(reduce_channels(g0)[0].cpu(), cmap="hot")
+    image = viz.show_map(axes[1, 0], reduce_channels(g0)[0])
     for j, (name, x_adv) in enumerate(inputs.items(), start=1):
         axes[0, j].imshow(x_adv[0, 0].cpu(), cmap="gray", vmin=0, vmax=1)
         axes[0, j].set_title(name, fontsize=8)
-        axes[1, j].imshow(reduce_channels(grad(model, x_adv, y))[0].cpu(), cmap="hot")
+        viz.show_map(axes[1, j], reduce_channels(grad(model, x_adv, y))[0])
     axes[0, 0].set_ylabel("input"), axes[1, 0].set_ylabel("|Grad|")
     for ax in axes.flat:
         ax.set_xticks([]), ax.set_yticks([])
     fig.tight_layout()
+    viz.map_colorbar(fig, image, axes[1])
     return fig
 
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from robattr import attributions as A
-from robattr import data, models
+from robattr import data, models, viz
 
 __all__ = ["method_options", "all_maps", "plot_abs_attributions", "photo_batch",
            "imagenet_resnet18", "second_derivative_norms"]
@@ -62,13 +62,16 @@ def plot_abs_attributions(image: torch.Tensor, maps: dict, title: str, cols: int
     axes[0].set_title(title, fontsize=9)
     for ax, name in zip(axes[1:], names):
         heat = A.percentile_normalize(A.reduce_channels(maps[name], "abs_sum"))[0].cpu()
-        ax.imshow(heat, cmap="hot", vmin=0, vmax=1)
+        image = ax.imshow(heat, cmap="hot", vmin=0, vmax=1)
         ax.set_title(name, fontsize=9)
     for ax in axes:
         ax.set_xticks([]), ax.set_yticks([])
     for ax in axes[len(names) + 1:]:
         ax.axis("off")
     fig.tight_layout()
+    if names:
+        viz.map_colorbar(fig, image, axes[1:len(names) + 1],
+                         label="|attribution| / its 99th percentile in the map (clipped at 1)")
     return fig
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from robattr import viz
 from robattr.attributions import grad, reduce_channels
 
 __all__ = ["plot_insertion_curves", "plot_inserted_images", "plot_attacked_maps",
@@ -35,13 +36,12 @@ def plot_inserted_images(models: dict, labels, X, Y, x_adv: dict, protocol: str,
     """Fig. 2's images: for each model of ``labels`` (one row), its Grad map of the attacked
     image ``i`` (``x_adv[label]``), then the inputs the insertion game feeds it at each of
     ``fractions`` in that map's order."""
-    from robattr import viz
     from robattr.metrics import insertion_inputs
 
     fig, axes = plt.subplots(len(labels), len(fractions) + 1, figsize=(9, 4), squeeze=False)
     for row, reg in zip(axes, labels):
         amap = grad(models[reg], x_adv[reg][i:i + 1], Y[i:i + 1])
-        row[0].imshow(reduce_channels(amap, "abs_sum")[0].cpu(), cmap="hot")
+        image = viz.show_map(row[0], reduce_channels(amap, "abs_sum")[0])
         row[0].set_title(f"{reg}: h(x_adv)", fontsize=8)
         for ax, frac in zip(row[1:], fractions):
             shown = insertion_inputs(models[reg], X[i:i + 1], amap, frac, protocol=protocol)
@@ -50,6 +50,7 @@ def plot_inserted_images(models: dict, labels, X, Y, x_adv: dict, protocol: str,
     for ax in axes.flat:
         ax.axis("off")
     plt.tight_layout()
+    viz.map_colorbar(fig, image, axes[:, 0])
     plt.show()
 
 
@@ -62,12 +63,13 @@ def plot_attacked_maps(models: dict, X, Y, x_adv: dict, target_map, i: int = 0) 
     axes[1, 0].imshow(target_map.cpu(), cmap="gray")
     axes[1, 0].set_title("target h_t", fontsize=8)
     for j, (reg, m) in enumerate(models.items(), start=1):
-        axes[0, j].imshow(_abs_map(m, X[i:i + 1], Y[i:i + 1]), cmap="hot")
-        axes[1, j].imshow(_abs_map(m, x_adv[reg][i:i + 1], Y[i:i + 1]), cmap="hot")
+        image = viz.show_map(axes[0, j], _abs_map(m, X[i:i + 1], Y[i:i + 1]))
+        viz.show_map(axes[1, j], _abs_map(m, x_adv[reg][i:i + 1], Y[i:i + 1]))
         axes[0, j].set_title(reg, fontsize=8)
     for ax in axes.flat:
         ax.axis("off")
     plt.tight_layout()
+    viz.map_colorbar(fig, image, axes[:, 1:])
     plt.show()
 
 
@@ -77,8 +79,9 @@ def plot_grad_maps(models: dict, X, Y, n: int = 6) -> None:
     for row, (label, m) in zip(axes, models.items()):
         maps = reduce_channels(grad(m, X[:n], Y[:n]), "abs_sum")
         for ax, mp in zip(row, maps):
-            ax.imshow(mp.cpu(), cmap="hot")
+            image = viz.show_map(ax, mp)
             ax.axis("off")
         row[0].set_title(label, fontsize=8, loc="left")
     plt.tight_layout()
+    viz.map_colorbar(fig, image, axes)
     plt.show()

@@ -236,13 +236,17 @@ def plot_maskings(x: torch.Tensor, cmp: Mapping, n: int = 4):
                           cmap="gray" if img.shape[-1] == 1 else None)
         axes[0, j].set_title(f"image {j}", fontsize=8)
         for i, (mk, m) in enumerate(masks.items(), start=1):
-            axes[i, j].imshow(m[j].detach().cpu().mean(0).numpy(), cmap="magma", vmin=0, vmax=1)
+            image = axes[i, j].imshow(m[j].detach().cpu().mean(0).numpy(), cmap="magma",
+                                      vmin=0, vmax=1)
             axes[i, j].set_title(f"{mk} (cos {float(cmp['cosine'][j]):.2f})" if i == 1 else mk,
                                  fontsize=8)
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
     fig.tight_layout()
+    if masks:
+        fig.colorbar(image, ax=list(axes[1:].ravel()), fraction=0.025, pad=0.02,
+                     label="mask value (averaged over channels)")
     return fig
 
 

@@ -112,10 +112,11 @@ def plot_attacked_maps(runs: Mapping, x: torch.Tensor, m0: Mapping, relex: str,
                        target_maps: Mapping, i0: int = 0):
     """One row per (attack, attacked method) for image ``i0``: the clean and attacked image,
     the target map (``target_maps[(attack, method)]``, ``None`` where there is none), the
-    attacked method's map and RelEx's mask on each. Returns the figure."""
+    attacked method's map and RelEx's mask on each, each map scaled to its largest value (one
+    colour bar). Returns the figure."""
     import matplotlib.pyplot as plt
 
-    from robattr.viz import to_image
+    from robattr.viz import map_colorbar, show_map, to_image
 
     n_rows = len(runs)
     fig, axes = plt.subplots(n_rows, 7, figsize=(11, 1.6 * n_rows), squeeze=False)
@@ -134,12 +135,13 @@ def plot_attacked_maps(runs: Mapping, x: torch.Tensor, m0: Mapping, relex: str,
             if c < 2:
                 ax.imshow(im, cmap="gray", vmin=0, vmax=1)
             else:
-                ax.imshow(im.cpu(), cmap="viridis")
+                image = show_map(ax, im, cmap="viridis")
             if r == 0:
                 ax.set_title(heads[c], fontsize=7)
         axes[r, 0].text(-1.5, x.shape[-2] / 2 - 0.5, f"{attack[:6]}.\n{meth}", fontsize=7,
                         ha="right", va="center")
     fig.tight_layout()
+    map_colorbar(fig, image, axes[:, 2:], label="map or mask / its largest value")
     return fig
 
 

@@ -66,6 +66,8 @@ def ug_maps_figure(images: dict, maps: dict, radii_255: Sequence[float]) -> None
     (``maps``: name -> :func:`ug_maps`)."""
     import matplotlib.pyplot as plt
 
+    from robattr import viz
+
     fig, axes = plt.subplots(len(images), len(radii_255) + 2,
                              figsize=(1.7 * (len(radii_255) + 2), 2.3 * len(images)), squeeze=False)
     for i, (name, (_, x1)) in enumerate(images.items()):
@@ -73,14 +75,15 @@ def ug_maps_figure(images: dict, maps: dict, radii_255: Sequence[float]) -> None
         img = x1[0].permute(1, 2, 0).cpu().numpy()
         axes[i, 0].imshow(img.squeeze(), cmap="gray" if img.shape[2] == 1 else None)
         axes[i, 0].set_title(name, fontsize=7)
-        axes[i, 1].imshow(sm.cpu(), cmap="hot")
+        image = viz.show_map(axes[i, 1], sm)
         axes[i, 1].set_title(f"SM\nrough {rough_sm:.2f}", fontsize=7)
         for j, (r, a) in enumerate(zip(radii_255, ug)):
-            axes[i, j + 2].imshow(a.cpu(), cmap="hot")
+            viz.show_map(axes[i, j + 2], a)
             axes[i, j + 2].set_title(f"UG r={r}\nrough {rough[j]:.2f}, cos {cos[j]:.2f}", fontsize=7)
     for ax in axes.flat:
         ax.axis("off")
     plt.tight_layout()
+    viz.map_colorbar(fig, image, axes[:, 1:])
     plt.show()
 
 

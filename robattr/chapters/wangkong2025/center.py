@@ -154,10 +154,10 @@ def smoothed_ig_maps(model, x: torch.Tensor, y: torch.Tensor, *, ig_steps: int, 
 
 def plot_maps(x: torch.Tensor, maps: dict[str, torch.Tensor]) -> None:
     """One row per input: the input, then each map of ``maps`` (signed, summed over the
-    colour channels, on a symmetric colour scale)."""
+    colour channels, each scaled to its largest absolute value: one colour bar)."""
     import matplotlib.pyplot as plt
 
-    from robattr.viz import to_image
+    from robattr.viz import map_colorbar, show_map, to_image
 
     n = len(x)
     fig, axes = plt.subplots(n, 4, figsize=(7, 1.8 * n))
@@ -165,13 +165,15 @@ def plot_maps(x: torch.Tensor, maps: dict[str, torch.Tensor]) -> None:
         axes[i, 0].imshow(to_image(x[i]), cmap="gray")
         for j, (name, mm) in enumerate(maps.items()):
             v = mm[i].sum(0).cpu()          # signed map summed over the colour channels
-            axes[i, j + 1].imshow(v, cmap="bwr", vmin=-v.abs().max(), vmax=v.abs().max())
+            image = show_map(axes[i, j + 1], v, signed=True)
             if i == 0:
                 axes[i, j + 1].set_title(name, fontsize=8)
     for ax in axes.ravel():
         ax.axis("off")
     axes[0, 0].set_title("input", fontsize=8)
     plt.tight_layout()
+    if maps:
+        map_colorbar(fig, image, axes[:, 1:], signed=True)
     plt.show()
 
 
