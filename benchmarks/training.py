@@ -39,7 +39,7 @@ Architectures: ``lenet`` (003's LeNet), ``resnet20`` (000's ResNet-20) and
 labels of 10 classes: the cost does not depend on the data, so only the batches timed are
 drawn); ``cnn`` is the digits CNN on the digits training set (8x8 grey, 10 classes).
 
-The papers' columns, read from the tables shipped in robattr/papers/tables (verbatim
+The papers' columns, read from the tables shipped in robattr/report/papers/tables (verbatim
 copies of ../shared/papers/tables):
 
 * "003 xCE": 003 Table 2 (CIFAR-10 on A100 / RTX A5000 GPUs; time and memory relative
@@ -102,7 +102,7 @@ def paper_ratios() -> dict:
     ``{"003": {(model, regularizer, resource): ratio to CE}, "000": {training: ratio of
     its hours per epoch to Madry's}}`` (floats; cells the paper left empty are omitted).
     """
-    from robattr import papers
+    from robattr.report import papers
 
     t3 = papers.table("joo2023_table2")
     t3 = t3[(t3["dataset"] == "CIFAR10") & t3["value"].notna()]

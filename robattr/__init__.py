@@ -24,11 +24,10 @@ The library (submodules imported on first use, so ``import robattr`` stays cheap
 ``attack_protocol``  000's attack protocol: attack a map over budgets, four metrics, AUC
 ``timing``        training time per step, in paired rounds, and the verdict "faster"
 ``cost``          the units of work ``robattr plan`` counts in (what a declaration uses)
-``results``       scalars a notebook records, kept next to the executed notebook
-``papers``        citations and the papers' printed tables, our-vs-paper helpers, ``claim``,
-                  ``check`` and ``demonstrate``
-``verdicts``      rules that compute a claim's verdict (uncertainty, scale)
-``viz``           heatmaps and tables for the book
+``report``        what a page shows and records: ``papers`` (citations, printed tables,
+                  our number beside theirs, ``claim``, ``statement``, ``check``),
+                  ``verdicts`` (the rules, scale, guards), ``results``, ``references``,
+                  ``reader``, ``tables``, ``viz``
 ``utils``         ``get_device``, ``seed_everything``
 
 and the book machinery, :mod:`robattr.book` (notebooks, parameters, profiles, stamps,
@@ -47,8 +46,7 @@ import importlib
 
 _SUBMODULES = {
     "attack_protocol", "attacks", "attributions", "book", "bounds", "catalog", "cost", "data",
-    "memory", "metrics", "models", "papers", "precision", "results", "timing", "train", "utils",
-    "verdicts", "viz", "zoo",
+    "memory", "metrics", "models", "precision", "report", "timing", "train", "utils", "zoo",
 }
 
 __all__ = sorted(_SUBMODULES | {"__version__", "get_device", "seed_everything", "start"})

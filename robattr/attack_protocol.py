@@ -90,7 +90,7 @@ def attack_eval_wang2020(model: nn.Module, x: torch.Tensor, *, attack: str, meth
     per image instead (an ``image`` column; a verdict needs the spread over images).
     ``random_baseline=True`` also evaluates random ℓ∞ noise of the same size (``±ε`` on
     every pixel, :func:`robattr.attacks.random_perturbation` with ``linf="vertices"``), the
-    baseline of :func:`robattr.verdicts.attack_effective`: a ``source`` column says
+    baseline of :func:`robattr.report.verdicts.attack_effective`: a ``source`` column says
     ``"attack"`` or ``"random"``.
     """
     import pandas as pd

@@ -37,7 +37,7 @@ class Block:
     """One data set's block of a paper's table.
 
     ``label`` is the paper's name for the data set (the ``dataset`` column of its table in
-    :mod:`robattr.papers`); ``dataset`` a :func:`robattr.data.load` name or an ImageFolder
+    :mod:`robattr.report.papers`); ``dataset`` a :func:`robattr.data.load` name or an ImageFolder
     path (``""``: the user has not given one); ``size`` the image side for ``flowers102`` and
     ImageFolder paths; ``splits`` the splits the block reads; ``weights`` the weights file the
     block needs (``None``: none, the zoo trains its models; ``""``: not given); ``what`` says

@@ -3,7 +3,7 @@
 A comparison of training methods that rests on one trained model per method cannot tell the
 method from the seed unless it knows how much the seed alone moves the compared quantity.
 The book measures that on the cheapest model (standard training, CE) at
-:data:`robattr.verdicts.MIN_SEEDS` seeds or more, and :func:`robattr.verdicts.beyond_seeds`
+:data:`robattr.report.verdicts.MIN_SEEDS` seeds or more, and :func:`robattr.report.verdicts.beyond_seeds`
 turns a win or a loss within that spread into *inconclusive*.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ def at_seeds(dataset: str, arch: str, method: str, n_seeds: int, first, **get_mo
     table uses) and :func:`robattr.zoo.get_model` at seeds 1 … n_seeds − 1 with the same
     ``get_model_kwargs``."""
     from robattr import zoo
-    from robattr.verdicts import MIN_SEEDS
+    from robattr.report.verdicts import MIN_SEEDS
 
     if isinstance(n_seeds, bool) or int(n_seeds) != n_seeds or n_seeds < MIN_SEEDS:
         raise ValueError(f"n_seeds must be an integer >= {MIN_SEEDS}, got {n_seeds!r}")
@@ -29,8 +29,8 @@ def at_seeds(dataset: str, arch: str, method: str, n_seeds: int, first, **get_mo
 
 
 def spreads(values: dict) -> dict:
-    """The seed-to-seed spread (:func:`robattr.verdicts.seed_spread`) of each cell of
+    """The seed-to-seed spread (:func:`robattr.report.verdicts.seed_spread`) of each cell of
     ``values``, a mapping ``cell -> one value per seed``."""
-    from robattr.verdicts import seed_spread
+    from robattr.report.verdicts import seed_spread
 
     return {c: seed_spread(np.asarray(v, dtype=float)) for c, v in values.items()}

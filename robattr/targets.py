@@ -2,14 +2,14 @@
 *training methods* through it says anything about the methods.
 
 The book's guard policy (CONTRIBUTING.md, "Verdicts"): an accuracy guard applies only to
-claims that compare training methods (:func:`robattr.verdicts.models_fit`). A bound, a
+claims that compare training methods (:func:`robattr.report.verdicts.models_fit`). A bound, a
 certificate or a comparison of attributions on one model is judged on the model at hand,
 whatever its accuracy, which its scale line shows.
 
 A target is set per dataset, architecture and training method, from a source:
 
 * the papers' own reported accuracies where they give one, read from their transcribed
-  tables (:func:`robattr.papers.table`), never retyped: 003 Table 1 for its CIFAR-10 LeNet
+  tables (:func:`robattr.report.papers.table`), never retyped: 003 Table 1 for its CIFAR-10 LeNet
   and ResNet-18 under each regulariser;
 * a cited figure otherwise: LeCun et al. (1998), "Gradient-based learning applied to
   document recognition", for MNIST (LeNet-5 0.95 % test error for a small CNN, a
@@ -75,7 +75,7 @@ class Target:
 
 @lru_cache(maxsize=None)
 def _paper_entries() -> dict:
-    from robattr.papers.printed import table
+    from robattr.report.papers.printed import table
 
     out = {}
     t = table("joo2023_table1")

@@ -5,7 +5,7 @@
 * :func:`step_time_rounds`: every model timed once per round, one after the other, so that
   the times of a round share the machine's load and the rounds pair the models;
 * :func:`faster_per_step`: "this method takes less time per step than that one", a paired
-  verdict over the rounds (:func:`robattr.verdicts.gap`), none below
+  verdict over the rounds (:func:`robattr.report.verdicts.gap`), none below
   :data:`MIN_TIMING_ROUNDS` rounds.
 
 In the library rather than in a chapter: the joo2023 chapter's Table 2 and the cross-paper
@@ -86,11 +86,11 @@ def step_time_rounds(models: dict, x: torch.Tensor, y, rounds: int) -> dict:
 def faster_per_step(step_times: dict, slow: str, fast: str, *,
                     min_rounds: int = MIN_TIMING_ROUNDS):
     """"``fast`` takes less time per training step than ``slow``", from the per-round times
-    of :func:`step_time_rounds`: :func:`robattr.verdicts.gap` of ``slow − fast`` paired by
+    of :func:`step_time_rounds`: :func:`robattr.report.verdicts.gap` of ``slow − fast`` paired by
     round (its bootstrap interval over the rounds decides). ``None`` when there are fewer
     than ``min_rounds`` rounds: too few for an interval, so the caller reports the
     measurement without a verdict."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     for name in (slow, fast):
         if name not in step_times:

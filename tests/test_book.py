@@ -131,7 +131,7 @@ def test_every_source_notebook_is_in_the_toc():
 
 @pytest.mark.slow
 def test_recorded_results_are_written_next_to_the_page(built):
-    from robattr import results
+    from robattr.report import results
 
     dst, _ = built
     df = results.read(dst / "book" / "example" / "digits_saliency.results.csv")
@@ -171,7 +171,7 @@ def test_every_shipped_profile_resolves_for_every_notebook(name):
 
 @pytest.mark.slow
 def test_every_kept_reference_is_shown_beside_the_build(built):
-    from robattr import results
+    from robattr.report import results
     from robattr.book import reference
 
     dst, _ = built

@@ -12,7 +12,7 @@ import torch
 
 matplotlib.use("Agg")
 
-from robattr import viz  # noqa: E402
+from robattr.report import viz  # noqa: E402
 from robattr.chapters import crosspaper as E  # noqa: E402
 from robattr.chapters.crosspaper import agreement, rows, tables  # noqa: E402
 

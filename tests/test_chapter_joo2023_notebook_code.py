@@ -147,7 +147,7 @@ def test_metric_table_is_ours_beside_the_paper_in_row_order():
 
 
 def test_gap_reasons():
-    from robattr import viz
+    from robattr.report import viz
 
     wide = pd.DataFrame({"RPS · ours": [1.0, np.nan, np.nan], "RPS · paper": [np.nan, 1.0, 2.0]},
                         index=["CE only", "l2", "ATEX"])
@@ -211,7 +211,7 @@ def test_cost_rows_and_recorded_ratios():
 
 
 def test_cost_table_order_and_reasons():
-    from robattr import viz
+    from robattr.report import viz
 
     cmp = pd.DataFrame([dict(regularizer=r, resource=res, ours=v, paper=p, absolute="x")
                         for r, p in (("l2+Cosd", 2.0), ("IGA", 9.0), ("CE only", 1.0),

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from robattr import results
+from robattr.report import results
 from robattr.chapters import lim2021 as ch
 
 matplotlib.use("Agg")

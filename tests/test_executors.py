@@ -26,7 +26,8 @@ fail_at = -1  # int | the run with x == fail_at raises
 '''
 SWEEP_BODY = '''import os
 import torch
-from robattr import results, zoo
+from robattr import zoo
+from robattr.report import results
 results.record("omp_threads", int(os.environ.get("OMP_NUM_THREADS", "0")))
 torch.set_num_threads(1)
 model = zoo.get_model("digits", "mlp", epochs=1, batch_size=256, progress=False, device="cpu")
@@ -288,7 +289,7 @@ def test_an_executed_notebook_opens_with_what_it_finds(tmp_path, monkeypatch):
     line; a notebook that recorded none gets no box."""
     import nbformat
 
-    from robattr import papers, results, verdicts
+    from robattr.report import papers, results, verdicts
     from types import SimpleNamespace
 
     from robattr.book import execution

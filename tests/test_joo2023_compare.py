@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from robattr import verdicts
+from robattr.report import verdicts
 from robattr.chapters.joo2023.compare import Comparisons, correct, per_image_cells
 from robattr.chapters.joo2023.seeds import SEED_CELLS
 

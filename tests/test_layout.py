@@ -184,8 +184,8 @@ def test_the_scanner_refuses_what_is_not_a_package(tmp_path):
 def test_the_scanner_sees_robattrs_known_imports():
     graph = robattr_graph()
     assert "robattr.book.stamps" in graph["robattr.book.builder"]
-    assert "robattr.results" in graph["robattr.book.execution"]
-    assert "robattr.results" in graph["robattr.papers"]          # inside claim()
+    assert "robattr.report.results" in graph["robattr.book.execution"]
+    assert "robattr.report.results" in graph["robattr.report.papers"]          # inside claim()
     assert "robattr.attributions" in graph["robattr.attack_protocol"]   # inside functions
 
 
@@ -205,7 +205,8 @@ def test_the_package_roots_import_nothing():
 def test_the_science_core_never_imports_the_book():
     graph = robattr_graph()
     core = [m for m in graph if m != BOOK and not m.startswith(f"{BOOK}.")]
-    assert {"robattr.data", "robattr.zoo", "robattr.papers", "robattr.results"} <= set(core)
+    assert {"robattr.data", "robattr.zoo", "robattr.report.papers",
+            "robattr.report.results"} <= set(core)
     bad = {m: sorted(t for t in graph[m] if t == BOOK or t.startswith(f"{BOOK}."))
            for m in core}
     bad = {m: t for m, t in bad.items() if t}
@@ -362,3 +363,29 @@ def test_no_module_imports_the_package_root_for_its_version():
                     any(a.name == "__version__" for a in node.names):
                 found.append(f"{path.relative_to(pkg)}:{node.lineno}")
     assert found == []
+
+
+# --------------------------------------------------------------------------- rooms
+REPORT = ("papers", "verdicts", "reader", "references", "results", "tables", "viz")
+#: the library's computing core: what a result is computed with, never how it is reported
+COMPUTING = ("robattr.data", "robattr.models", "robattr.attributions", "robattr.attacks",
+             "robattr.bounds", "robattr.metrics", "robattr.train", "robattr.zoo", "robattr.utils",
+             "robattr.catalog", "robattr.memory", "robattr.precision", "robattr.cost")
+
+
+def test_what_a_page_shows_and_records_lives_in_robattr_report():
+    """Issue 40: one room, named, for papers, verdicts, reader, references, results, tables and
+    viz; none of them is left at the package's ground floor."""
+    for name in REPORT:
+        assert not (ROOT / "robattr" / f"{name}.py").exists() and \
+            not (ROOT / "robattr" / name).exists(), f"robattr/{name} is back at the ground floor"
+        assert (ROOT / "robattr" / "report" / f"{name}.py").exists() or \
+            (ROOT / "robattr" / "report" / name / "__init__.py").exists(), name
+    assert robattr_graph()["robattr.report"] == set()       # the room's door imports nothing
+
+
+def test_the_computing_core_never_imports_the_report():
+    graph = robattr_graph()
+    bad = {m: sorted(t for t in targets if t.startswith("robattr.report"))
+           for m, targets in graph.items() if m.startswith(COMPUTING)}
+    assert not {m: t for m, t in bad.items() if t}, bad

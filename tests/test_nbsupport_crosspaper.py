@@ -2,7 +2,7 @@
 (issue 19): one model under every evaluation (evaluate_all), a headline's per-image values
 (headline_per_image), each paper's defenses against CE (defenses_against_reference) and the
 Pareto front (pareto_front). The agreement of two evaluations (Spearman's rho with its
-bootstrap) is robattr.verdicts.rank_agreement, tested in tests/test_verdicts.py.
+bootstrap) is robattr.report.verdicts.rank_agreement, tested in tests/test_verdicts.py.
 Where the notebook used to compute the same thing itself, its old code is the reference."""
 from __future__ import annotations
 

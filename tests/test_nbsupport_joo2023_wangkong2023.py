@@ -13,7 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from robattr import models, verdicts, viz
+from robattr import models
+from robattr.report import verdicts, viz
 from robattr.bounds import (FROBENIUS_MAX_D, attribution_function, homogeneity_check, log_slope,
                             pool_gaps, pool_switches, scaling_check, switch_moved, theorem6_cases,
                             theorem6_tally)
@@ -350,7 +351,7 @@ def test_bound_table_and_side_by_side():
     wide = T.side_by_side(cmp, ["eps", "model"], ["T_hat_e", "T_e"])
     assert list(wide.columns) == [("T_hat_e", "ours"), ("T_hat_e", "paper"), ("T_e", "ours"), ("T_e", "paper")]
     assert wide.loc[("0.1", "AT"), ("T_e", "ours")] == 2.0
-    # a reference run's column (robattr.references) stays beside ours
+    # a reference run's column (robattr.report.references) stays beside ours
     ref = T.side_by_side(cmp.assign(**{"medium ref (mnist, abc1234)": 2 * tidy.value}),
                          ["eps", "model"], ["T_e"])
     assert list(ref.columns) == [("T_e", "ours"), ("T_e", "medium ref (mnist, abc1234)"),

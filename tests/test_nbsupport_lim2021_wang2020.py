@@ -1,12 +1,12 @@
 """The helpers the lim2021 and wang2020 notebooks share (robattr.chapters.lim2021,
-robattr.chapters.wang2020, robattr.verdicts.print_cells)."""
+robattr.chapters.wang2020, robattr.report.verdicts.print_cells)."""
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 from torch import nn
 
-from robattr import verdicts
+from robattr.report import verdicts
 from robattr.attack_protocol import METRICS_WANG2020
 from robattr.chapters import lim2021, wang2020
 

@@ -1,6 +1,6 @@
 """The `paper` profile of the wang2020 chapter is 000's protocol (Wang et al., NeurIPS 2020,
 supplementary material). Each value the supplement states is written once below, with the
-place it comes from, or read from the paper's tables (robattr.papers); the test compares
+place it comes from, or read from the paper's tables (robattr.report.papers); the test compares
 them with what the profile makes every notebook run (its defaults, then the profile)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from robattr import papers
+from robattr.report import papers
 from robattr.book.notebooks import discover
 from robattr.book.profiles import load_profile, resolve
 from robattr.chapters import wang2020

@@ -1,7 +1,7 @@
 """The `paper` profile of the wangkong2023 and wangkong2025 chapters is the papers' protocol
 (001: Wang & Kong, CVPR 2023, supplement; 002: Wang & Kong, ICLR 2025 submission, appendix).
 Each value the papers state is written once below, with its place, or read from the papers'
-tables (robattr.papers); the test compares them with what the profile makes each notebook
+tables (robattr.report.papers); the test compares them with what the profile makes each notebook
 run (its defaults, then the profile)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from robattr import papers
+from robattr.report import papers
 from robattr.chapters.wangkong2023 import blocks as blocks78
 from robattr.chapters.wangkong2025 import blocks as blocks567
 from robattr.book.notebooks import discover

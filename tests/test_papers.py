@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from robattr import papers, results
+from robattr.report import papers, results
 from robattr.book import profiles
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "papers" / "tables"
@@ -66,7 +66,7 @@ def test_compare_refuses_an_ambiguous_key():
 
 
 def test_claim_renders_a_computed_verdict_and_refuses_a_literal_one():
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     verdicts.set_scale("digits", "cnn", 8)
     v = verdicts.gap([0.5, 0.6, 0.7, 0.55], [0.1, 0.2, 0.15, 0.1], what="SG − SM")

@@ -1,4 +1,4 @@
-"""Reference runs (robattr.book.reference, robattr.references) and the zoo's train_size."""
+"""Reference runs (robattr.book.reference, robattr.report.references) and the zoo's train_size."""
 from __future__ import annotations
 
 import json
@@ -8,11 +8,12 @@ import os
 import pandas as pd
 import pytest
 
-from robattr import papers, references, results, zoo
+from robattr import zoo
+from robattr.report import papers, references, results
 from robattr.book import builder, cli, executors, notebooks, profiles, reference, verdicts_page
 from robattr.book.params import ParameterError
 from robattr.book.stamps import stamp
-from robattr.verdicts import VERDICTS, exact
+from robattr.report.verdicts import VERDICTS, exact
 
 HOLDS, NOT = VERDICTS["holds"], VERDICTS["does not hold"]
 from test_pipeline import make_notebook, make_project, profile, quiet
@@ -25,7 +26,7 @@ BODY = '''import robattr
 run = robattr.start()
 import pandas as pd
 from IPython.display import display
-from robattr import papers, verdicts
+from robattr.report import papers, verdicts
 table = papers.compare(pd.DataFrame({"beta": ["0.3"], "value": [acc]}), "wang2020_table4",
                        on=["beta"], where={"metric": "train_acc"})
 print(table.to_json(orient="records"))

@@ -101,12 +101,16 @@ def test_pixel_masking_is_bit_unchanged():
                                                                             dtype=x.dtype)),
                                plain, atol=1e-14, rtol=0)
     # sum, sum of squares and a position-weighted sum of the default masks, stored from the
-    # code before the masking argument existed (float64, CPU)
+    # code before the masking argument existed (float64, CPU, AVX-512). The seeded model is
+    # initialised in float32 and torch's vectorised float32 uniform_ differs from the scalar
+    # one by an ulp: with ATEN_CPU_CAPABILITY=default (a CPU without AVX2) the weights, and
+    # so these sums, move by 3e-8 relative. rel=1e-5 allows that; a real change (lambda1 or
+    # lr off by 0.1 %, one epoch less, a draw out of order) moves them by 3e-4 or more
     mask = A.relex(model, x, t, seed=4, **OPTS)
     w = torch.arange(mask.numel(), dtype=mask.dtype) / mask.numel()
     got = [float(mask.sum()), float((mask ** 2).sum()), float((mask.flatten() * w).sum())]
     assert got == pytest.approx([5.615307037142436, 1.110755014149166, 2.5339708736286397],
-                                rel=1e-9, abs=0)
+                                rel=1e-5, abs=0)
 
 
 def test_identity_normalisation_makes_the_maskings_equal():
@@ -253,7 +257,7 @@ def test_compare_maskings_table_and_figure():
     assert len(table) == 2 and list(table.columns[:2]) == ["cosine", "spearman"]
     assert table["cosine"].tolist() == pytest.approx(cmp["cosine"].tolist())
     fig = plot_maskings(x, cmp, n=5)
-    assert len(fig.axes) == 3 * 2          # rows: image + 2 maskings; n capped at the batch
+    assert len(fig.axes) == 3 * 2 + 1      # rows: image + 2 maskings, n capped at the batch; a bar
     matplotlib.pyplot.close(fig)
 
 

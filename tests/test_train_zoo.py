@@ -461,7 +461,7 @@ def test_stats_and_training_log_count_hits_and_misses(cache):
 
 
 def test_the_request_log_records_every_call_with_its_notebook(tmp_path, monkeypatch):
-    from robattr import results
+    from robattr.report import results
 
     monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cache"))
     log = tmp_path / "requests.jsonl"

@@ -20,7 +20,7 @@ def training():
 
 
 def test_paper_ratios_come_from_the_tables(training):
-    from robattr import papers
+    from robattr.report import papers
 
     ratios = training.paper_ratios()
     table = papers.table("wang2020_table3")

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 import torch
 
-from robattr import papers, results, verdicts
-from robattr.verdicts import VERDICTS, Verdict
+from robattr.report import papers, results, verdicts
+from robattr.report.verdicts import VERDICTS, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -242,7 +242,7 @@ def test_verdict_holds_property():
 
 
 def test_no_notebook_writes_a_verdict_by_hand():
-    """Verdicts come from robattr.verdicts' rules: no verdict word as a string literal and
+    """Verdicts come from robattr.report.verdicts' rules: no verdict word as a string literal and
     no Verdict(...) in any notebook's code."""
     found = []
     for path in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
@@ -261,7 +261,7 @@ def test_no_notebook_writes_a_verdict_by_hand():
 
 # --------------------------------------------------------------------------- every rule
 def _every_rule_outcome():
-    """For each rule of robattr.verdicts, data that should give each of its outcomes."""
+    """For each rule of robattr.report.verdicts, data that should give each of its outcomes."""
     rng = np.random.default_rng(3)
     base = rng.normal(size=40)
     noise = rng.normal(scale=0.01, size=40)
@@ -399,7 +399,8 @@ def test_targets_come_per_dataset_architecture_and_method_with_their_source():
     """The guard policy's targets: the papers' own accuracies read from their tables, cited
     figures otherwise, standard training's target for a method without one, and no target
     (hence no guard) where nothing gives one."""
-    from robattr import papers, targets
+    from robattr import targets
+    from robattr.report import papers
 
     t1 = papers.table("joo2023_table1")
     printed = t1[(t1.model == "LeNet") & (t1.regularizer == "Hessian") & (t1.metric == "accuracy")]

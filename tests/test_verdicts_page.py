@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from robattr import papers, results
+from robattr.report import papers, results
 from robattr.book import verdicts_page as vp
-from robattr.verdicts import VERDICTS, Verdict
+from robattr.report.verdicts import VERDICTS, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 

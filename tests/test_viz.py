@@ -1,4 +1,4 @@
-"""robattr.viz: the book's figure style and its seaborn helpers draw what they say."""
+"""robattr.report.viz: the book's figure style and its seaborn helpers draw what they say."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,7 +34,7 @@ def vertical_lines_at(ax, x):
 # --------------------------------------------------------------------------- style
 def test_set_theme_sets_the_book_style_and_theme_restores_it():
     import seaborn as sns
-    from robattr import viz
+    from robattr.report import viz
 
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
@@ -52,7 +52,7 @@ def test_set_theme_sets_the_book_style_and_theme_restores_it():
 def test_importing_viz_changes_no_setting():
     import importlib
 
-    from robattr import viz
+    from robattr.report import viz
 
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
@@ -62,7 +62,7 @@ def test_importing_viz_changes_no_setting():
 
 
 def test_heatmap_grid_still_draws_one_column_per_image():
-    from robattr import viz
+    from robattr.report import viz
 
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(3, 1, 8, 8, generator=gen)
@@ -75,7 +75,7 @@ def test_heatmap_grid_still_draws_one_column_per_image():
 
 # --------------------------------------------------------------------------- heatmaps
 def test_rank_heatmap_annotates_every_value_and_separates_column_groups():
-    from robattr import viz
+    from robattr.report import viz
 
     cols = pd.MultiIndex.from_tuples([("wang2020", "topk"), ("wang2020", "spearman"),
                                       ("joo2023", "rps")])
@@ -105,14 +105,14 @@ def test_rank_heatmap_annotates_every_value_and_separates_column_groups():
 
 
 def test_rank_heatmap_refuses_what_is_not_a_dataframe():
-    from robattr import viz
+    from robattr.report import viz
 
     with pytest.raises(TypeError, match="DataFrame"):
         viz.rank_heatmap(np.eye(3))
 
 
 def test_verdict_heatmap_colours_each_verdict_and_refuses_unknown_ones():
-    from robattr import viz
+    from robattr.report import viz
 
     verdicts = pd.DataFrame({"Table 1": ["holds", "does not hold"],
                              "Table 2": ["holds partly", None]}, index=["claim A", "claim B"])
@@ -130,7 +130,7 @@ def test_verdict_heatmap_colours_each_verdict_and_refuses_unknown_ones():
 
 
 def test_verdicts_are_the_papers_verdicts():
-    from robattr import papers, viz
+    from robattr.report import papers, viz
 
     assert list(viz.VERDICT_COLORS) == list(papers.VERDICTS)
 
@@ -148,7 +148,7 @@ def deviations():
 
 
 def test_bound_ratio_ecdf_one_line_per_group_and_a_line_at_one():
-    from robattr import viz
+    from robattr.report import viz
 
     df = deviations()
     g = viz.bound_ratio(df, measured="dev", bound="T_e", hue="attack", quantity="deviation")
@@ -164,7 +164,7 @@ def test_bound_ratio_ecdf_one_line_per_group_and_a_line_at_one():
 
 
 def test_bound_ratio_histogram_facets_and_arrays():
-    from robattr import viz
+    from robattr.report import viz
 
     df = deviations()
     g = viz.bound_ratio(df, measured="dev", bound="T_e", col="norm", kind="hist")
@@ -179,7 +179,7 @@ def test_bound_ratio_histogram_facets_and_arrays():
 
 
 def test_bound_ratio_refuses_nonpositive_bounds_and_unknown_columns():
-    from robattr import viz
+    from robattr.report import viz
 
     with pytest.raises(ValueError, match="bound must be > 0"):
         viz.bound_ratio(measured=[1.0, 2.0], bound=[1.0, 0.0])
@@ -190,7 +190,7 @@ def test_bound_ratio_refuses_nonpositive_bounds_and_unknown_columns():
 
 
 def test_measured_vs_bound_scatter_with_identity_line_and_units():
-    from robattr import viz
+    from robattr.report import viz
 
     df = deviations()
     g = viz.measured_vs_bound(df, measured="dev", bound="T_e", col="norm", units="pixel units")
@@ -208,7 +208,7 @@ def test_measured_vs_bound_scatter_with_identity_line_and_units():
 
 
 def test_measured_vs_bound_log_scale():
-    from robattr import viz
+    from robattr.report import viz
 
     g = viz.measured_vs_bound(deviations(), measured="dev", bound="T_e", hue="attack", log=True)
     assert g.ax.get_xscale() == "log" and g.ax.get_yscale() == "log"
@@ -217,7 +217,7 @@ def test_measured_vs_bound_log_scale():
 
 def test_measured_vs_bound_palette_colours_the_hue_groups():
     """A fixed colour per group (one the text refers to, say); without hue it is ignored."""
-    from robattr import viz
+    from robattr.report import viz
 
     df = deviations()
     red, blue = "#d55e00", "#0173b2"
@@ -231,7 +231,7 @@ def test_measured_vs_bound_palette_colours_the_hue_groups():
 
 def test_lower_bounds_count_the_cases_below():
     """A lower bound (a certified radius, say) is broken by values under it."""
-    from robattr import viz
+    from robattr.report import viz
 
     df = deviations()                # 37 of 40 measured values lie under their bound
     g = viz.measured_vs_bound(df, measured="dev", bound="T_e", lower=True, quantity="radius")
@@ -253,7 +253,7 @@ def curves():
 
 
 def test_metric_curves_one_facet_per_metric_and_one_line_per_method():
-    from robattr import viz
+    from robattr.report import viz
 
     df = curves()
     g = viz.metric_curves(df[df.attack == "topk"], x_units="pixel units", ylabel="similarity")
@@ -270,7 +270,7 @@ def test_metric_curves_one_facet_per_metric_and_one_line_per_method():
 
 
 def test_metric_curves_rows_grey_levels_and_even_spacing():
-    from robattr import viz
+    from robattr.report import viz
 
     g = viz.metric_curves(curves(), row="attack", x_factor=255, x_units="/255",
                           x_spacing="even")
@@ -286,7 +286,7 @@ def test_metric_curves_rows_grey_levels_and_even_spacing():
 
 
 def test_metric_curves_log_spacing_and_bad_arguments():
-    from robattr import viz
+    from robattr.report import viz
 
     df = curves()
     g = viz.metric_curves(df[df.attack == "topk"], x_spacing="log", logy=True)
@@ -298,7 +298,7 @@ def test_metric_curves_log_spacing_and_bad_arguments():
 
 
 def test_metric_curves_style_gets_legend_handles_long_enough_for_dashes():
-    from robattr import viz
+    from robattr.report import viz
 
     df = curves()
     g = viz.metric_curves(df, col="metric", style="attack")
@@ -313,7 +313,7 @@ def test_metric_curves_style_gets_legend_handles_long_enough_for_dashes():
 def test_log_axes_are_labelled_with_plain_numbers():
     """Over less than a decade matplotlib labels the minor ticks as 2 × 10⁻¹ etc., which run
     into each other; the helpers label log axes 0.2, 0.3, ... instead."""
-    from robattr import viz
+    from robattr.report import viz
 
     df = pd.DataFrame({"eps": [0.1, 0.2, 0.3, 0.5], "value": [1e-4, 3e-4, 1e-3, 2e-3]})
     g = viz.metric_curves(df, hue=None, col=None, x_spacing="log", logy=True)
@@ -339,7 +339,7 @@ def test_notebooks_show_whole_tables():
     the paper's numbers beside ours behind a "…"."""
     import pandas as pd
 
-    from robattr.viz import show_whole_tables
+    from robattr.report.viz import show_whole_tables
 
     wide = pd.DataFrame([range(30)], columns=[f"c{i}" for i in range(30)])
     with pd.option_context("display.max_columns", 20):
@@ -353,7 +353,7 @@ def test_tables_show_a_dash_where_a_value_is_missing():
     import numpy as np
     import pandas as pd
 
-    from robattr.viz import MISSING_NOTE, table_html
+    from robattr.report.viz import MISSING_NOTE, table_html
 
     html = table_html(pd.DataFrame({"ours": [0.5, np.nan], "paper": [0.4, 0.3]}))
     assert "NaN" not in html and "<td>—</td>" in html and MISSING_NOTE in html
@@ -363,7 +363,7 @@ def test_tables_show_a_dash_where_a_value_is_missing():
 
 def test_show_table_explains_every_missing_cell():
     import pandas as pd
-    from robattr import viz
+    from robattr.report import viz
 
     df = pd.DataFrame({"ours": [0.5, np.nan, 0.2], "paper": [0.4, 0.3, np.nan]},
                       index=["Grad", "RT-Sal", "IG"])
@@ -385,7 +385,7 @@ def test_show_table_explains_every_missing_cell():
 
 def test_show_table_transposes_a_wide_table_and_keeps_it_whole():
     import pandas as pd
-    from robattr import viz
+    from robattr.report import viz
 
     wide = pd.DataFrame([np.arange(30.0), np.arange(30.0) + 1], index=["ours", "paper"],
                         columns=[f"c{i}" for i in range(30)])
@@ -398,7 +398,7 @@ def test_show_table_transposes_a_wide_table_and_keeps_it_whole():
 
 def test_show_table_names_multiindex_labels_as_a_reader_reads_them():
     import pandas as pd
-    from robattr import viz
+    from robattr.report import viz
 
     cols = pd.MultiIndex.from_tuples([("Grad", "ours"), ("Grad", "paper")])
     df = pd.DataFrame([[0.5, np.nan]], columns=cols, index=["MNIST"])
@@ -413,7 +413,7 @@ def test_maps_are_scaled_to_their_largest_value_and_share_one_colour_bar():
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from robattr.viz import heatmap_grid, map_colorbar, scaled_map, show_map
+    from robattr.report.viz import heatmap_grid, map_colorbar, scaled_map, show_map
 
     a = torch.tensor([[0.0, -2.0], [1.0, 4.0]])
     assert np.allclose(scaled_map(a), [[0, 0.5], [0.25, 1]])

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from robattr import verdicts, viz
+from robattr.report import verdicts, viz
 from robattr.chapters import wang2020
 
 matplotlib = pytest.importorskip("matplotlib")

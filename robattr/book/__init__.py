@@ -19,8 +19,8 @@ it (``tests/test_layout.py`` checks both):
 ``sweep``          one notebook over a grid of parameter values, results as one CSV
 ``cli``            the ``robattr`` command
 
-What a notebook records (:mod:`robattr.results`) stays in the core: notebooks and
-:func:`robattr.papers.claim` write it, the build reads it.
+What a notebook records (:mod:`robattr.report.results`) stays in the core: notebooks and
+:func:`robattr.report.papers.claim` write it, the build reads it.
 
 Import the module that defines a name (``from robattr.book.builder import build``); the
 package itself defines none. A notebook's prologue, ``robattr.start()``, is

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robattr import results
+from robattr.report import results
 from robattr.book.execution import NotebookFailure, execute, results_path
 from robattr.book.executors import (JobResult, handed_references, make_job, run_job, run_jobs,
                                     write_result)
@@ -28,7 +28,7 @@ from robattr.book.profiles import (check_profile_keys, effective_precision,
                                    profile_env, profile_label, resolve)
 from robattr.book import reference
 from robattr.book.stamps import read_stamps, stamp, stamps_lock, write_stamps
-from robattr.verdicts import PROFILE_ENV
+from robattr.report.verdicts import PROFILE_ENV
 
 __all__ = ["BuildReport", "build", "run_one"]
 

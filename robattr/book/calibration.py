@@ -320,7 +320,7 @@ t = time.perf_counter()
 import matplotlib.pyplot as plt
 import numpy as np
 import robattr
-from robattr import viz
+from robattr.report import viz
 viz.set_theme()
 for i in range(3):
     fig, ax = plt.subplots(figsize=(6, 3))

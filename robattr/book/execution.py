@@ -2,7 +2,7 @@
 
 :func:`execute` runs a source notebook with its parameters in the output's folder, with
 ``ROBATTR_RESULTS`` pointing at :func:`results_path` of the output so that what the
-notebook records (:mod:`robattr.results`) lands beside it. Where the run happens (this
+notebook records (:mod:`robattr.report.results`) lands beside it. Where the run happens (this
 process, a worker, a Ray node) is :mod:`robattr.book.executors`' business.
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robattr import context, results
+from robattr import context
+from robattr.report import results
 from robattr.book.notebooks import Notebook, parameters_cell_index
 
 __all__ = ["NotebookFailure", "execute", "results_path", "environ", "CellProgress", "KERNEL_ARGS"]
@@ -189,8 +190,8 @@ def findings_markdown(key: str, results_csv: Path) -> str | None:
     and empirical claim it recorded (verdict with its mark, word and colour; a link to the
     line in the page), or None when it recorded none."""
     from robattr.book import lines as show
-    from robattr.papers import TALLIED
-    from robattr.reader import reader_text
+    from robattr.report.papers import TALLIED
+    from robattr.report.reader import reader_text
 
     if not Path(results_csv).exists():
         return None

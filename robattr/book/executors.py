@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from robattr import context, results
+from robattr import context
+from robattr.report import results
 from robattr.book.execution import environ, execute, results_path
 from robattr.book.notebooks import Notebook, read_parameters
 from robattr.book.profiles import profile_env, profile_label, resources
 from robattr.book.reference import install
-from robattr.verdicts import PROFILE_ENV
+from robattr.report.verdicts import PROFILE_ENV
 
 __all__ = ["Job", "JobResult", "handed_references", "make_job", "run_job", "run_jobs",
            "worker_threads", "write_result", "EXECUTORS", "SHARED_ENV"]
@@ -68,7 +69,7 @@ class JobResult:
     name: str
     key: str
     notebook: bytes | None          # the executed notebook (also when a cell failed)
-    results_csv: bytes | None       # what the notebook recorded with robattr.results
+    results_csv: bytes | None       # what the notebook recorded with robattr.report.results
     cell: int | None                # failing cell (1-based, source numbering) or None
     error: str | None               # None on success
     seconds: float
@@ -103,7 +104,7 @@ def handed_references(refs: dict[str, dict]) -> Iterator[None]:
     """Hand a notebook's references (:func:`robattr.book.reference.for_notebook`) to the
     kernels started inside the block: install them in a temporary folder named by
     ``$ROBATTR_REFERENCE_DIR`` (none: the variable is unset)."""
-    from robattr import references
+    from robattr.report import references
 
     os.environ.pop(references.ENV, None)
     with tempfile.TemporaryDirectory(prefix="robattr-refs-") as tmp:

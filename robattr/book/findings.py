@@ -44,7 +44,7 @@ def strongest(refs: dict[str, dict], key: str, text: str, build_verdict: str,
 def finding_rows(chapter: str, group, refs: dict[str, dict]) -> list[str]:
     """The box's table for the recorded statements and claims of ``chapter`` (``group``:
     rows of :func:`robattr.book.verdicts_page.collect`)."""
-    from robattr.reader import reader_text
+    from robattr.report.reader import reader_text
 
     lines = ["| claim | verdict | at | cell |", "|---|---|---|---|"]
     for _, r in group.iterrows():

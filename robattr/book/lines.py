@@ -70,8 +70,8 @@ def where(key: str, anchor: str) -> str:
 
 
 def verdict_word(kind: str, verdict: str) -> str:
-    from robattr.papers import STATEMENT_WORDS
-    from robattr.verdicts import VERDICTS
+    from robattr.report.papers import STATEMENT_WORDS
+    from robattr.report.verdicts import VERDICTS
 
     if kind == "statement" and verdict in STATEMENT_WORDS:
         return STATEMENT_WORDS[verdict]
@@ -98,7 +98,7 @@ def mark(word: str, kind: str = "claim") -> str:
 def reference_parts(ref: dict, key: str, text: str, scale: str = "") -> tuple[str, str]:
     """A reference's verdict word on a claim and what lies behind it (its rule and numbers
     and its own scale, or that it ran at this build's settings)."""
-    from robattr.papers import _same_scale
+    from robattr.report.papers import _same_scale
 
     state = ref["status"].get(key, "missing")
     if state == "missing":

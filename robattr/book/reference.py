@@ -10,8 +10,8 @@ code that made them; the commit is the ``HEAD`` of the project (``+dirty`` when 
 or the package had uncommitted changes).
 
 Every later build hands each notebook its references (:func:`for_notebook`, carried in
-the :class:`~robattr.book.executors.Job`), so :func:`robattr.papers.compare` and
-:func:`robattr.papers.claim` show them beside this build's numbers; the Verdicts page
+the :class:`~robattr.book.executors.Job`), so :func:`robattr.report.papers.compare` and
+:func:`robattr.report.papers.claim` show them beside this build's numbers; the Verdicts page
 has a column per reference. A reference whose notebook source changed since it was made
 is *stale* (:func:`status`), and so is one whose profile now gives the notebook other
 parameters; a stale reference is labelled so wherever it is shown.
@@ -175,7 +175,7 @@ def for_notebook(root: Path, nb: Notebook, exclude: str | None = None) -> dict[s
 
 
 def install(references: dict[str, dict], folder: Path) -> None:
-    """Write a job's references where :mod:`robattr.references` reads them."""
+    """Write a job's references where :mod:`robattr.report.references` reads them."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, ref in references.items():
         (folder / f"{name}.results.csv").write_bytes(ref["csv"])

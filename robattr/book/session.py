@@ -6,8 +6,8 @@ rather than as a side effect of an import:
 
 * checks the parameters against the declarations of the notebook's parameters cell
   (:func:`robattr.book.params.check_notebook`);
-* the book's figure style (:func:`robattr.viz.set_theme`) and whole tables in the output
-  (:func:`robattr.tables.show_whole_tables`: pandas' display options and the HTML table
+* the book's figure style (:func:`robattr.report.viz.set_theme`) and whole tables in the output
+  (:func:`robattr.report.tables.show_whole_tables`: pandas' display options and the HTML table
   formatter);
 * robattr's precision policy on CUDA (:func:`robattr.precision.apply`: full fp32 unless the
   profile asks for TF32);
@@ -51,9 +51,10 @@ class NotebookRun:
 def start(namespace: dict[str, Any] | None = None, source: str | None = None) -> NotebookRun:
     """The prologue of a notebook (module docstring). ``namespace`` and ``source`` are for
     use outside a notebook, as in :func:`robattr.book.params.check_notebook`."""
-    from robattr import precision, viz
+    from robattr import precision
+    from robattr.report import viz
     from robattr.book.params import check_notebook
-    from robattr.tables import show_whole_tables
+    from robattr.report.tables import show_whole_tables
     from robattr.utils import get_device, seed_everything
 
     params = check_notebook(namespace, source)

@@ -4,7 +4,7 @@
 
 Each run is executed (locally or on Ray, :mod:`robattr.book.executors`) into
 ``<output>/<name=value,...>/<notebook>.ipynb``; what the runs record with
-:func:`robattr.results.record` is gathered into ``<output>/results.csv`` (one row per
+:func:`robattr.report.results.record` is gathered into ``<output>/results.csv`` (one row per
 recorded number, one column per swept parameter, then ``metric``, ``value`` and the
 labels), ``<output>/runs.csv`` lists every run with its status, and
 ``<output>/summary.png`` plots each metric against the first swept parameter.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robattr import results as results_mod
+from robattr.report import results as results_mod
 from robattr.book.execution import NotebookFailure, results_path
 from robattr.book.executors import make_job, run_jobs, write_result
 from robattr.book.notebooks import discover, find, project_root

@@ -50,7 +50,7 @@ def tally_lines(counts: dict[str, dict[tuple[str, str], int]], chapters,
                 label: str = "paper") -> list[str]:
     """The two tallies as one Markdown table, a row per chapter of ``chapters`` that has
     records (the papers' chapters; the matrix and the examples count no paper's claims)."""
-    from robattr.papers import CITATIONS
+    from robattr.report.papers import CITATIONS
 
     head = (f"| {label} | statements: hold as printed | do not hold as printed | other | "
             "claims: hold | partly | do not hold | inconclusive | not comparable | "
@@ -72,7 +72,7 @@ def recorded(book_dir: Path, metric: str, cols: list[str]):
     (empty where a row has none), in notebook order."""
     import pandas as pd
 
-    from robattr import results
+    from robattr.report import results
 
     frames = []
     for csv in sorted(Path(book_dir).rglob("*.results.csv")):
@@ -97,7 +97,7 @@ def recorded(book_dir: Path, metric: str, cols: list[str]):
 
 def collect_untested(book_dir: Path):
     """Every claim a notebook of this build says it does not test
-    (:func:`robattr.papers.untested`): ``chapter``, ``key``, ``text``, ``why``, ``place``."""
+    (:func:`robattr.report.papers.untested`): ``chapter``, ``key``, ``text``, ``why``, ``place``."""
     return recorded(book_dir, "untested", ["text", "why", "place"]).drop_duplicates(["key", "text"])
 
 
@@ -106,7 +106,7 @@ def reference_tallied(ref: dict, kinds_of: dict) -> tuple[dict, dict]:
     this build's kind; a line of a notebook unchanged since the reference (fresh) keeps its
     recorded kind; a line of a changed (stale) notebook that this build no longer records is
     left out, so that a claim the notebook dropped or rewrote is not credited."""
-    from robattr.papers import TALLIED
+    from robattr.report.papers import TALLIED
 
     lines, kinds = {}, {}
     for k, verdict in ref["claims"].items():
@@ -148,7 +148,7 @@ def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
             "{doc}`Verdicts page <../verdicts>` lists every line.")
     mine = untested[untested["chapter"] == chapter] if untested is not None else []
     if len(mine):
-        from robattr.reader import reader_text
+        from robattr.report.reader import reader_text
 
         lines += ["", "**Not tested by this build**, so the tally is not coverage: the claims the "
                   "notebooks name as untested, and why.", ""]
@@ -162,7 +162,7 @@ def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
 def all_tallies(root: Path, counts: dict, refs: dict[str, dict], ref_counts: dict) -> None:
     """``book/crosspaper/tally.md``: every paper's two tallies, in this build and in each
     kept reference (the cross-paper page includes it)."""
-    from robattr.papers import CITATIONS
+    from robattr.report.papers import CITATIONS
 
     path = Path(root) / "book" / "crosspaper" / "tally.md"
     if not path.parent.is_dir():

@@ -1,6 +1,6 @@
 """The book's Verdicts page, written at build time from the claims the notebooks recorded.
 
-Every :func:`robattr.papers.claim` is recorded (metric ``claim``) in its notebook's
+Every :func:`robattr.report.papers.claim` is recorded (metric ``claim``) in its notebook's
 results CSV. Before jupyter-book runs, :func:`write` gathers them from
 ``book/**/*.results.csv`` into ``book/verdicts.md``: one table per paper, in the order of
 the book's chapters (:func:`book_order`), with one short row per claim (the claim, its
@@ -13,7 +13,7 @@ The notebooks write their claims in plain ASCII ("Thm 2 (000): ||H~_x||_2 <= 2F 
 sigma^2", "(kin_auc_SM)"); the page shows them in the reader's language
 (:func:`reader_text`): the papers' keys for their codes 000-004, the papers' names for
 our metric keys (:func:`metric_name`), and formulas typeset by MathJax (:func:`typeset`),
-cut where a narrow column needs it: that layer is :mod:`robattr.reader`, which the
+cut where a narrow column needs it: that layer is :mod:`robattr.report.reader`, which the
 notebooks' claim lines use too.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from robattr.book.findings import chapter_findings
 from robattr.book.stamps import read_stamps
 from robattr.book.tallies import (all_tallies, chapter_tally, collect_untested, recorded,
                                   reference_tallied, tallies, tally_lines)
-from robattr.reader import (PAPER_KEYS, metric_name, paper_keys,  # noqa: F401 (re-exported)
+from robattr.report.reader import (PAPER_KEYS, metric_name, paper_keys,  # noqa: F401 (re-exported)
                             reader_text, typeset)
 
 __all__ = ["PAGE", "FIGURE", "AGAINST", "PAPER_KEYS", "collect", "against", "changed",
@@ -65,7 +65,7 @@ def collect(book_dir: Path):
 def _reference_verdicts(root: Path) -> dict[str, dict]:
     """Per kept reference: ``{"claims": {(key, text): verdict}, "stale": {key: bool},
     "prov": provenance}``."""
-    from robattr import results
+    from robattr.report import results
     from robattr.book import reference
     from robattr.book.notebooks import discover
 
@@ -97,7 +97,7 @@ def _reference_verdicts(root: Path) -> dict[str, dict]:
 # --------------------------------------------------------------------------- reader's text
 def _chapter_title(chapter: str) -> str:
     """A chapter's heading: the paper's first author, its year and its key."""
-    from robattr.papers import CITATIONS
+    from robattr.report.papers import CITATIONS
 
     cite = CITATIONS.get(chapter)
     if not cite:
@@ -142,7 +142,7 @@ def _chapter_lines(chapter: str, group, refs: dict[str, dict]) -> list[str]:
     row each (the claim, its verdict, each kept reference's verdict, the scale in a few
     words, a link to the notebook), with the rule, the numbers and the full scale a click
     away."""
-    from robattr.papers import CITATIONS
+    from robattr.report.papers import CITATIONS
 
     lines = [f"## {_chapter_title(chapter)}", ""]
     if chapter in CITATIONS:
@@ -224,7 +224,7 @@ def changed(claims, ref: dict) -> list[tuple[str, str, str, str]]:
 
 
 def _changed_section(claims, refs: dict[str, dict]) -> list[str]:
-    from robattr.verdicts import VERDICTS
+    from robattr.report.verdicts import VERDICTS
 
     lines = []
     for name, ref in refs.items():
@@ -269,7 +269,7 @@ def against(claims, refs: dict[str, dict],
 
 
 def _against_section(claims, refs: dict[str, dict], others=()) -> list[str]:
-    from robattr.verdicts import VERDICTS
+    from robattr.report.verdicts import VERDICTS
 
     rows = against(claims, refs, others)
     names = list(refs)
@@ -323,7 +323,7 @@ def _apart_section(checks, demos, questions=None) -> list[str]:
                          f"{{ref}}`{r['erratum']}` | {link} |")
         lines.append("")
     if questions is not None and len(questions):
-        from robattr.verdicts import VERDICTS
+        from robattr.report.verdicts import VERDICTS
 
         lines += [f"**The book's own questions.** {len(questions)} in this build: questions no "
                   "paper asks, attack preconditions, descriptive rows, and papers' claims "
@@ -345,8 +345,8 @@ def _figure(claims, path: Path) -> None:
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    from robattr.verdicts import VERDICTS
-    from robattr.viz import VERDICT_COLORS, theme
+    from robattr.report.verdicts import VERDICTS
+    from robattr.report.viz import VERDICT_COLORS, theme
 
     order = [c for c in dict.fromkeys(claims["chapter"])]
     with theme():
@@ -366,14 +366,14 @@ def _figure(claims, path: Path) -> None:
 
 def write(root: Path, log=print) -> Path:
     """Write ``book/verdicts.md`` (and its figure) from the recorded claims."""
-    from robattr.verdicts import VERDICTS
+    from robattr.report.verdicts import VERDICTS
 
     book_dir = Path(root) / "book"
     everything = collect(book_dir)
     if not everything.empty:
         rank = {k: i for i, k in enumerate(book_order(root, everything["key"]))}
         everything = everything.sort_values("key", key=lambda c: c.map(rank), kind="stable")
-    from robattr.papers import TALLIED
+    from robattr.report.papers import TALLIED
 
     claims = everything[everything["kind"].isin(TALLIED)]
     checks = everything[everything["kind"] == "check"]
@@ -395,7 +395,7 @@ def write(root: Path, log=print) -> Path:
         "",
         "Where each paper stands in this build: every claim of a paper that the notebooks",
         "test, as this build decided it, in the order of the book's chapters. A verdict is",
-        "never written by hand: a rule in `robattr.verdicts` computes it from the run's",
+        "never written by hand: a rule in `robattr.report.verdicts` computes it from the run's",
         "numbers and their uncertainty (a bootstrap interval over images, a Wilson interval",
         "over cases, or a count of violations). *Inconclusive* means that the effect is",
         "within that noise, or that the attack moved the maps no more than random noise of",
@@ -459,7 +459,7 @@ def write(root: Path, log=print) -> Path:
         for name in refs:
             lines += [f"**{name} reference.**", ""]
             lines += tally_lines(ref_counts[name], order or list(ref_counts[name]))
-    from robattr.papers import CITATIONS
+    from robattr.report.papers import CITATIONS
 
     untested = collect_untested(book_dir)
     for chapter in CITATIONS:

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from robattr import verdicts, viz
+from robattr.report import verdicts, viz
 from robattr.chapters.crosspaper.matrix import headline_per_image, higher_is_better
 
 __all__ = ["CONSTANT", "oriented_headlines", "spearman_between", "plot_agreement",
@@ -124,7 +124,7 @@ def most_robust_rows(oriented: pd.DataFrame, names: Sequence[str]) -> dict:
 
 
 def pair_verdicts(valid: pd.DataFrame, oriented: pd.DataFrame) -> list:
-    """One ``robattr.verdicts.rank_agreement`` verdict per pair of ``valid`` (a bootstrap
+    """One ``robattr.report.verdicts.rank_agreement`` verdict per pair of ``valid`` (a bootstrap
     over the rows that recomputes ρ), in its order."""
     out = []
     for p in valid.itertuples():
@@ -162,7 +162,7 @@ def defense_gaps(paper: str, models: dict, rows: Sequence[str], x: torch.Tensor,
                  label: str) -> list:
     """Each defense of ``rows[1:]`` against the reference ``rows[0]`` (standard training) on
     ``paper``'s headline, per image (:func:`~robattr.chapters.crosspaper.headline_per_image`
-    with ``kwargs``): one ``robattr.verdicts.gap`` each, paired by image. Raises
+    with ``kwargs``): one ``robattr.report.verdicts.gap`` each, paired by image. Raises
     AssertionError when a row's per-image mean is not its ``column`` cell of the matrix."""
     if len(rows) < 2:
         raise ValueError(f"rows must name the reference and at least one defense, got {rows}")

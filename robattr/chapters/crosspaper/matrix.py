@@ -9,7 +9,7 @@
 * :func:`defenses_against_reference` (each paper's defenses against standard training),
   :func:`learned_rows` (the models that learned their task) and :func:`pareto_front`
   (robustness against cost). The agreement of two evaluations is
-  :func:`robattr.verdicts.rank_agreement` (a bootstrap that recomputes Spearman's ρ).
+  :func:`robattr.report.verdicts.rank_agreement` (a bootstrap that recomputes Spearman's ρ).
 
 The claims about training time rest on :mod:`robattr.timing`, which the joo2023 chapter
 shares.

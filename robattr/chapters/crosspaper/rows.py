@@ -20,7 +20,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from robattr import data, papers, timing, verdicts, viz, zoo
+from robattr import data, timing, zoo
+from robattr.report import papers, verdicts, viz
 from robattr.chapters.crosspaper.matrix import training_cost
 
 __all__ = ["training_rows", "BASELINE_ROWS", "not_run_rows", "load_row_models", "PAPERS",
@@ -96,7 +97,7 @@ def load_row_models(dataset: str, arch: str, rows: dict, names: Sequence[str],
 def set_matrix_scale(dataset: str, arch_label: str, beta: float, n_eval: int,
                      models: Iterable[nn.Module] | None = None,
                      what: str = "one per training method") -> None:
-    """The scale line of the claims that follow (``robattr.verdicts.set_scale``): the
+    """The scale line of the claims that follow (``robattr.report.verdicts.set_scale``): the
     dataset, ``"<arch_label> with Softplus(<beta>), <what>"``, ``n_eval`` test images per
     model and, when given, the models the claims rest on (their accuracy is checked)."""
     kw = {} if models is None else {"models": list(models)}
@@ -155,7 +156,7 @@ def unrecorded_columns(cost: pd.DataFrame) -> list[str]:
 
 def cost_against_joo2023(cost: pd.DataFrame, dataset: str, arch: str) -> pd.DataFrame:
     """The controlled time and the peak memory of the rows Hessian and l2+cosd relative to
-    CE, beside joo2023's Table 2 (CIFAR-10 LeNet, ``robattr.papers.compare``): one row per
+    CE, beside joo2023's Table 2 (CIFAR-10 LeNet, ``robattr.report.papers.compare``): one row per
     (regulariser, resource); the ours column is empty when CE or the row is missing."""
     rel = []
     for reg, row in (("Hessian", "Hessian"), ("l2+Cosd", "l2+cosd")):

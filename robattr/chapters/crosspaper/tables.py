@@ -24,7 +24,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from robattr import viz, zoo
+from robattr import zoo
+from robattr.report import viz
 from robattr.chapters.crosspaper.evaluations import (certified_eps_wangkong2025,
                                                      interpretation_joo2023, retrieval_lim2021)
 from robattr.chapters.crosspaper.matrix import evaluate_all, higher_is_better

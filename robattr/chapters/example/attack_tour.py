@@ -19,7 +19,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from robattr import attacks, metrics, train, viz, zoo
+from robattr import attacks, metrics, train, zoo
+from robattr.report import viz
 from robattr.attributions import grad, reduce_channels
 
 __all__ = ["run_every_attack", "attacked_inputs", "attack_metrics_table", "plot_attacked_maps",

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from robattr import attributions as A
-from robattr import data, models, viz
+from robattr import data, models
+from robattr.report import viz
 
 __all__ = ["method_options", "all_maps", "plot_abs_attributions", "photo_batch",
            "imagenet_resnet18", "second_derivative_norms"]

@@ -3,10 +3,10 @@
 Table 1's claims are about training methods, and one trained model per method is one draw of
 each (003 does not say how many runs a number stands for). Where the profile trains
 ``reg_seeds`` models per regulariser (seeds 0, 1, …), a comparison
-then resamples the seeds of each method and the images (:func:`robattr.verdicts.gap_seeded`).
+then resamples the seeds of each method and the images (:func:`robattr.report.verdicts.gap_seeded`).
 With one model per method it compares the two models image by image
-(:func:`robattr.verdicts.gap`) and sets the difference against the seed-to-seed spread of
-standard training (:func:`robattr.verdicts.beyond_seeds`), measured on CE at
+(:func:`robattr.report.verdicts.gap`) and sets the difference against the seed-to-seed spread of
+standard training (:func:`robattr.report.verdicts.beyond_seeds`), measured on CE at
 ``ce_seeds`` seeds. :class:`Comparisons` picks the rule a cell can have.
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Comparisons:
     def better(self, a: str, b: str, attr: str, metric: str, what: str, *,
                shift: float = 0.0):
         """"``a`` (plus ``shift``) is better than ``b``" on one cell."""
-        from robattr import verdicts
+        from robattr.report import verdicts
 
         if self.seeded(a, b, attr, metric):
             return verdicts.gap_seeded(self.per_seed[a, attr, metric] + shift,
@@ -85,7 +85,7 @@ class Comparisons:
 
     def not_worse(self, a: str, b: str, attr: str, metric: str, margin: float, what: str):
         """"``a`` is as good as ``b`` or better, within ``margin``" on one cell."""
-        from robattr import verdicts
+        from robattr.report import verdicts
 
         if self.seeded(a, b, attr, metric):
             return verdicts.gap_seeded(self.per_seed[a, attr, metric],
@@ -95,8 +95,8 @@ class Comparisons:
 
     def highest(self, best: str, others, attr: str, metric: str, log=print):
         """"``best`` has the highest cell": one comparison with each of ``others``,
-        combined (:func:`robattr.verdicts.combine`); each printed as it is decided."""
-        from robattr import verdicts
+        combined (:func:`robattr.report.verdicts.combine`); each printed as it is decided."""
+        from robattr.report import verdicts
 
         cells = []
         for other in others:

@@ -45,7 +45,7 @@ def cost_rows(step_times: dict, meta: dict, base: str = "CE only") -> pd.DataFra
 def cost_table(cmp: pd.DataFrame) -> pd.DataFrame:
     """The wide Table 2: one row per regulariser (the paper's order, then any other), for time
     and memory our absolute value and each source's ratio to CE."""
-    from robattr.references import value_columns
+    from robattr.report.references import value_columns
 
     sources = ["absolute", *value_columns(cmp)]
     cols = [(src, res) for res in ("time", "memory") for src in sources]
@@ -61,7 +61,7 @@ def cost_table(cmp: pd.DataFrame) -> pd.DataFrame:
 def cost_reasons(wide: pd.DataFrame) -> dict:
     """The reason of every "—" of :func:`cost_table`: the baselines this notebook does not
     time, and the paper's columns with a gap among the rest."""
-    from robattr import viz
+    from robattr.report import viz
 
     not_built = {r: viz.NOT_BUILT for r in wide.index if r.startswith(("ATEX", "IGA"))}
     built = wide.drop(index=list(not_built))
@@ -97,9 +97,9 @@ def lambda_grid(dataset: str, arch: str, params: dict, options: dict, X, Y,
 
 def grid_leads(eligible: pd.DataFrame, per_image: dict):
     """The rule's pick among the ``eligible`` grid points (highest Grad RPS first) and its
-    lead over each other one, paired by image (:func:`robattr.verdicts.gap`):
+    lead over each other one, paired by image (:func:`robattr.report.verdicts.gap`):
     ``((λ, λ_c), [verdict, ...])``; ``(None, [])`` with fewer than two points."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     if len(eligible) < 2:
         return None, []

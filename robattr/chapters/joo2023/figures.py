@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from robattr import viz
+from robattr.report import viz
 from robattr.attributions import grad, reduce_channels
 
 __all__ = ["plot_insertion_curves", "plot_inserted_images", "plot_attacked_maps",

@@ -4,8 +4,8 @@ Table 1 compares regularisers through one trained model each where the profile t
 more (003 does not say how many runs a number stands for). Before a difference between two
 of them is called a win or a loss, it is set against how much the same cell moves when only
 the training seed changes: standard training
-(CE, the cheapest model) at :data:`robattr.verdicts.MIN_SEEDS` seeds or more, evaluated on
-the same images with the same protocol (:func:`robattr.verdicts.beyond_seeds`).
+(CE, the cheapest model) at :data:`robattr.report.verdicts.MIN_SEEDS` seeds or more, evaluated on
+the same images with the same protocol (:func:`robattr.report.verdicts.beyond_seeds`).
 """
 from __future__ import annotations
 

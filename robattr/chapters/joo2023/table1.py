@@ -88,7 +88,7 @@ def evaluate(models: dict, X, Y, settings: dict, *, attack_eps: float | None = N
 def side_by_side(block: pd.DataFrame, column: str, keys, sources, order, *,
                  label: str = "{key} · {src}", dropna: bool = True) -> pd.DataFrame:
     """One row per regulariser (in ``order``), one column per ``(key of column, source)``:
-    the long table ``block`` of :func:`robattr.papers.compare` made wide, each column named
+    the long table ``block`` of :func:`robattr.report.papers.compare` made wide, each column named
     by ``label``."""
     cols = [(src, k) for k in keys for src in sources]
     wide = block.pivot_table(index="regularizer", columns=column, values=sources, aggfunc="first",
@@ -102,7 +102,7 @@ def metric_table(cmp: pd.DataFrame, attr: str, order, *, numeric: bool = False) 
     """Table 1's block of one attribution (``""``: accuracy), ours beside the paper's, one
     column per metric and source, RPS to 3 decimals and the rest to 1 (``numeric``: keep
     empty rows and read every column as numbers first)."""
-    from robattr.references import value_columns
+    from robattr.report.references import value_columns
 
     block = cmp[cmp.attribution == attr]
     keys = [m for m in METRICS if m in set(block.metric)]
@@ -114,7 +114,7 @@ def metric_table(cmp: pd.DataFrame, attr: str, order, *, numeric: bool = False) 
 
 #: the reason of a "—" by its column's source (the end of its label, after " · ")
 def _source_reason(column: str) -> str:
-    from robattr import viz
+    from robattr.report import viz
 
     reasons = {"ours": viz.NOT_RUN, "paper": viz.NOT_IN_PAPER}
     return reasons.get(column.split(" · ")[-1], "the kept reference run has no value here")
@@ -124,7 +124,7 @@ def gap_reasons(wide: pd.DataFrame, not_run: dict, *, paper_anywhere: bool = Fal
     """The reason of every "—" of a wide table: the rows of ``not_run`` (a model this tier
     does not train, with its reason), then any other gap by its column's source;
     ``paper_anywhere``: a paper column with a gap in any row, not-run rows included."""
-    from robattr import viz
+    from robattr.report import viz
 
     run = wide.drop(index=list(not_run))
     why = {c: _source_reason(c) for c in wide.columns if run[c].isna().any()}

@@ -157,7 +157,7 @@ def smaller(per_pair: dict, x: str, y: str, key: str, name: str):
     of two networks are drawn independently, so they are paired by draw index (the bootstrap
     of the differences then has the variance of a difference of two independent means);
     pairs with an undefined value are dropped."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     u, v = per_pair[x][key], per_pair[y][key]
     u, v = u[np.isfinite(u)], v[np.isfinite(v)]

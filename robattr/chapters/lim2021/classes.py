@@ -67,7 +67,7 @@ def table_s3_rows(scores: Mapping[str, Mapping[str, np.ndarray]]):
     ``metric``, ``value``), each value recorded as ``tableS3_<metric>``."""
     import pandas as pd
 
-    from robattr.results import record
+    from robattr.report.results import record
 
     rows = []
     for meth, s in scores.items():
@@ -83,7 +83,7 @@ def relex_against_others(scores: Mapping[str, Mapping[str, np.ndarray]], metric:
                          higher_is_better: bool = True, relex: str = "RelEx") -> dict:
     """``{method: verdicts.gap(RelEx, method)}`` on ``metric``, paired over the images, for
     every method but ``relex``."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     if relex not in scores:
         raise ValueError(f"no {relex!r} among the methods {list(scores)}")
@@ -107,18 +107,18 @@ def runner_up(scores: Mapping[str, Mapping[str, np.ndarray]], metric: str, *,
 
 
 def table_s3_view(cmp):
-    """Table S3 for display from its :func:`robattr.papers.compare` frame: one row per method
+    """Table S3 for display from its :func:`robattr.report.papers.compare` frame: one row per method
     (the paper's order), the columns ``"<metric> (<source>)"``; returns ``(wide, why)``, the
     reasons of its missing cells."""
     import pandas as pd
 
     import robattr
-    from robattr.references import value_columns
+    from robattr.report.references import value_columns
 
     cols = value_columns(cmp)   # ours, any kept reference runs, the paper's
     wide = (cmp.set_index(["method", "metric"])[cols].apply(pd.to_numeric, errors="coerce")
             .unstack("metric"))
-    order = list(dict.fromkeys(list(robattr.papers.table("lim2021_tableS3")["method"])
+    order = list(dict.fromkeys(list(robattr.report.papers.table("lim2021_tableS3")["method"])
                                + list(cmp["method"])))
     wide = wide.reindex(order)   # the paper's order of the methods
     wide.columns = [f"{metric} ({src})" for src, metric in wide.columns]
@@ -210,7 +210,7 @@ def fig6_cells(scores: Mapping, tag: str, others=FIG6_OTHERS) -> dict:
     """The cells of a Fig. 6 claim on the ``tag`` images: RelEx's score close to 1 (above 0.8
     in at least 80 % of the (class, image) cases), and above each of ``others``, paired over
     the same cases."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     rx = scores[(tag, "RelEx")].ravel()
     cells = {"close to 1": verdicts.share(int((rx > 0.8).sum()), rx.size, at_least=0.8,

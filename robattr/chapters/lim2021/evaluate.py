@@ -21,7 +21,7 @@ and the theory notebook's checks of Theorem 1 (:func:`robattr.bounds.thm1_check`
 :func:`thm1_along_directions` (random and gradient directions of a batch),
 :func:`thm1_violations` and :func:`thm1_covered` (counting the rows that break a bound).
 
-Printing the cells a combined verdict rests on is :func:`robattr.verdicts.print_cells`.
+Printing the cells a combined verdict rests on is :func:`robattr.report.verdicts.print_cells`.
 """
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def plot_class_masks(model, x: torch.Tensor, masks: torch.Tensor, masking: str =
     import matplotlib.pyplot as plt
 
     from robattr.chapters.lim2021.evaluate import masked_input
-    from robattr.viz import to_image
+    from robattr.report.viz import to_image
 
     n = masks.shape[0]
     fig, axes = plt.subplots(1, n + 1, figsize=(12, 1.6))
@@ -116,7 +116,7 @@ def plot_attacked_maps(runs: Mapping, x: torch.Tensor, m0: Mapping, relex: str,
     colour bar). Returns the figure."""
     import matplotlib.pyplot as plt
 
-    from robattr.viz import map_colorbar, show_map, to_image
+    from robattr.report.viz import map_colorbar, show_map, to_image
 
     n_rows = len(runs)
     fig, axes = plt.subplots(n_rows, 7, figsize=(11, 1.6 * n_rows), squeeze=False)
@@ -151,7 +151,7 @@ def plot_eq5(trained: Mapping, model_names: Sequence[str], arch: str, masking: s
     ``c > 0`` that crossed), gradient directions marked +. Returns the seaborn grid."""
     import pandas as pd
 
-    from robattr import viz
+    from robattr.report import viz
 
     parts = []
     for name in model_names:
@@ -203,7 +203,7 @@ def plot_eq7(eq7_small: Mapping, name: str, radii: Sequence[float], masking: str
     seaborn grid."""
     import pandas as pd
 
-    from robattr import viz
+    from robattr.report import viz
 
     series = {r"$L(x_0+\alpha v, m)$": 0, "Eq. 7 as printed": 1, r"corrected: $+L(x_0,m)$": 2}
     eq7 = pd.DataFrame([{"curve": label, "alpha": a, "loss": float(eq7_small[(name, a)][i].mean())}
@@ -229,7 +229,7 @@ FIG3 = {"retrieval": r"retrieval with $m_{adv}\odot x_{adv}$",
 def plot_fig3(frame):
     """Fig. 3 from :func:`robattr.chapters.lim2021.curve_frame` of :data:`FIG3` (column
     ``quantity``): one row per quantity, one column per model. Returns the seaborn grid."""
-    from robattr import viz
+    from robattr.report import viz
 
     g = viz.metric_curves(frame, hue="method", style="family", row="quantity", col="model",
                           **EPS_AXIS)
@@ -241,7 +241,7 @@ def plot_fig3(frame):
 def plot_fig5(frame):
     """Fig. 5 / S1 from :func:`robattr.chapters.lim2021.curve_frame` (column ``metric``):
     similarity of the maps on attacked and clean images. Returns the seaborn grid."""
-    from robattr import viz
+    from robattr.report import viz
 
     return viz.metric_curves(frame, hue="method", style="family", row="metric", col="model",
                              ylabel=r"similarity, maps on $x_{adv}$ vs $x_0$", **EPS_AXIS)

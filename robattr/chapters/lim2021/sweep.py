@@ -69,7 +69,7 @@ def success_rates(results: Mapping, mname: str, eps_list: Sequence[float],
 def attack_guards(results: Mapping, model_names, eps_list: Sequence[float]) -> dict:
     """``{(model, eps): verdicts.attack_effective(PGD flips, twin flips)}``: ``None`` where
     PGD flips more labels than its random twins, else the guard's undecided verdict."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     return {(mname, e): verdicts.attack_effective(
                 results[(mname, e)]["fooled"].float().cpu().numpy(),
@@ -112,7 +112,7 @@ def retrieval_cells(results: Mapping, guard: Mapping, mname: str, eps_list: Sequ
                     relex: str, others: Sequence[str]):
     """RelEx's retrieval against each other method's, per budget where the attack works,
     paired over the images: ``(cells, budgets)``, ``cells[(eps, method)]``."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     eff = [e for e in eps_list if guard[(mname, e)] is None]
     cells = {(e, meth): verdicts.gap(per_image(results, (mname, e), ("retrieval", relex)),
@@ -127,7 +127,7 @@ def variant_cells(results: Mapping, guard: Mapping, model_names, eps_list: Seque
     """Per model and change ``what -> (before, after)``: m_0's retrieval on the attacked
     images, after − before, paired over images and the budgets where the attack works (the
     guard of the largest budget where none does)."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     cells = {}
     for mname in model_names:
@@ -143,7 +143,7 @@ def relevance_cells(results: Mapping, mname: str, eps_list: Sequence[float], rel
                     others: Sequence[str]):
     """RelEx's feature relevance R against each other method's, paired over images and all
     budgets: ``(cells, runner_up)``, the runner-up the other method with the highest mean R."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     def stacked(meth):
         return np.concatenate([per_image(results, (mname, e), ("R", meth)) for e in eps_list])
@@ -160,7 +160,7 @@ def similarity_cells(results: Mapping, guard: Mapping, model_names, eps_list: Se
                      relex: str, others: Sequence[str]) -> dict:
     """Per model: the most similar other method's Spearman (adversarial vs clean map) minus
     RelEx's, pooled over the budgets where the attack works (else the guard)."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     cells = {}
     for mname in model_names:
@@ -183,9 +183,9 @@ def table_s1_view(results: Mapping, eps_list: Sequence[float], eps_scale: float,
     the per-coordinate RMS of each. Returns ``(shown, why)``."""
     import pandas as pd
 
-    from robattr import viz
-    from robattr.papers import compare
-    from robattr.results import record
+    from robattr.report import viz
+    from robattr.report.papers import compare
+    from robattr.report.results import record
 
     rows = []
     for e in eps_list:
@@ -213,7 +213,7 @@ def table1_rows(results: Mapping, model_names, eps_list: Sequence[float],
     (``relex`` named ``RelEx``)."""
     import pandas as pd
 
-    from robattr.results import record
+    from robattr.report.results import record
 
     rows = []
     for mname in model_names:
@@ -235,9 +235,9 @@ def table1_view(ours_main, mname: str, paper_model: str):
     Returns ``(wide, why, budgets the paper prints)``."""
     import pandas as pd
 
-    from robattr import viz
-    from robattr.papers import compare
-    from robattr.references import value_columns
+    from robattr.report import viz
+    from robattr.report.papers import compare
+    from robattr.report.references import value_columns
 
     cmp = compare(ours_main[ours_main["model"] == mname], "lim2021_table1", on=["eps", "method"],
                   where={"model": paper_model})
@@ -264,7 +264,7 @@ def table1_view(ours_main, mname: str, paper_model: str):
 def harder_to_attack(results: Mapping, eps_list: Sequence[float]):
     """Is the PGD-trained ("robust") model harder to attack than the natural one? PGD's
     success on the natural model minus on the robust one, paired over images and budgets."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     fooled = {mname: np.concatenate([results[(mname, e)]["fooled"].float().cpu().numpy()
                                      for e in eps_list]) for mname in ("natural", "robust")}
@@ -287,7 +287,7 @@ def record_retrieval(results: Mapping, model_names, methods: Sequence[str],
                      eps_list: Sequence[float]) -> None:
     """Records every model's and method's mean retrieval over the budgets, with the attacked
     image's mask (``mask="adv"``) and with the clean one (``mask="clean"``)."""
-    from robattr.results import record
+    from robattr.report.results import record
 
     for mname in model_names:
         for meth in methods:
@@ -303,7 +303,7 @@ def retrieval_verdicts(results: Mapping, guard: Mapping, model_names,
     Returns ``(per_model, grids)``; a model without an effective budget has no grid."""
     import pandas as pd
 
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     per_model, grids = {}, {}
     for mname in model_names:
@@ -321,7 +321,7 @@ def m0_cells(results: Mapping, guard: Mapping, model_names, eps_list: Sequence[f
              relex: str, at_least: float = 0.75) -> dict:
     """Per model: the share of attacked images (budgets of ``eps_list`` where the attack
     works) that the clean image's RelEx mask ``m_0`` retrieves, at least ``at_least``."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     cells = {}
     for mname in model_names:

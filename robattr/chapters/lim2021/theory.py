@@ -68,7 +68,7 @@ def small_net_table(small: Mapping[str, Mapping[str, torch.Tensor]]) -> list[dic
     """One row per kind of random network: crossing rows, Eq. 5 violations, the worst
     bound / alpha, violations where the trapezoid covers ``c``, Lipschitz violations and
     violations of the corrected Eq. 7; the Eq. 5 and Lipschitz counts are recorded."""
-    from robattr.results import record
+    from robattr.report.results import record
 
     table = []
     for kind, r in small.items():
@@ -89,7 +89,7 @@ def trained_scale(models: Mapping[str, nn.Module], *names: str, dataset: str, ar
                   n: int):
     """Sets the scale of the claims that follow: the trained models they rest on (``names``,
     default: all of ``models``), with their accuracy and training budget, and ``n`` images."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     names = names or tuple(models)
     label = " and ".join({"natural": "natural", "robust": "PGD-trained"}[k] for k in names)
@@ -124,7 +124,7 @@ def trained_rows(models: Mapping[str, nn.Module], x: torch.Tensor, y: torch.Tens
 def trained_table(trained: Mapping) -> list[dict]:
     """One row per (model, mask): mean ``||m||_1``, rows with ``c > 0``, crossing rows, Eq. 5
     and Lipschitz violations and the largest bound / alpha; the counts are recorded."""
-    from robattr.results import record
+    from robattr.report.results import record
 
     table = []
     for (name, mname), r in trained.items():
@@ -216,7 +216,7 @@ def sweep_view(sweep: Sequence[Mapping]):
     its ``alpha_*`` and ``bound`` columns renamed; each ``m_l1`` and ``alpha_grad`` recorded."""
     import pandas as pd
 
-    from robattr.results import record
+    from robattr.report.results import record
 
     df = (pd.DataFrame(sweep).drop(columns=["rad_grad", "rad_rand"]).set_index("lam").round(4)
           .rename(columns={"alpha_rand": "median alpha (random v)", "alpha_grad": "(grad v)",
@@ -237,7 +237,7 @@ def rank_corr(a: Sequence[float], b: Sequence[float]) -> float:
 def sweep_trade_cells(sweep: Sequence[Mapping]):
     """The sparsest against the densest mask of the sweep, paired over images, along the
     gradient and over random directions. Returns ``(cells, sparsest, dense)``."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     dense = max(sweep, key=lambda s: s["m_l1"])
     sparsest = min(sweep, key=lambda s: s["m_l1"])
@@ -306,7 +306,7 @@ def thm2_summary(t2: Sequence[tuple]):
 
     Returns ``(summary, pairs, l1, table)``: violations, pairs and ``||m||_1`` per key, and
     the rows of the table for display."""
-    from robattr.results import record
+    from robattr.report.results import record
 
     summary, pairs, l1, table = {}, {}, {}, []
     for key in sorted({row[:2] + (row[3],) for row in t2}):

@@ -211,7 +211,7 @@ def moves_table(runs: Mapping, attacked: Sequence[str], relex: str, top_k: int):
 
 def record_moves(moves, floor_sp: float) -> None:
     """Records the Spearman of each attacked method and of RelEx, and RelEx's noise floor."""
-    from robattr.results import record
+    from robattr.report.results import record
 
     for _, r in moves.iterrows():
         record("spearman_attacked", r["spearman attacked"], attack=r["attack"],
@@ -224,9 +224,9 @@ def record_moves(moves, floor_sp: float) -> None:
 def transfer_cells(runs: Mapping, relex: str):
     """Per attack ``"<attack>/<method>"``: ``(hit, guards, transfer)``. ``hit``: the attack
     moves its own map more than its random twin does (Spearman, paired); ``guards``:
-    :func:`robattr.verdicts.attack_effective` (``None`` where effective); ``transfer``: RelEx's
+    :func:`robattr.report.verdicts.attack_effective` (``None`` where effective); ``transfer``: RelEx's
     mask against the attacked map, or the guard where the attack is ineffective."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     hit, guards, transfer = {}, {}, {}
     for attack, meth in runs:
@@ -247,7 +247,7 @@ def retrieval_table(runs: Mapping, explainers: Sequence[str], clean: Mapping[str
     value recorded as ``retrieval_targeted``."""
     import pandas as pd
 
-    from robattr.results import record
+    from robattr.report.results import record
 
     ret = pd.DataFrame({(a, m): {ex: run_mean(runs, a, m, "retrieval", "adv", ex)
                                  for ex in explainers} for a, m in runs})
@@ -262,7 +262,7 @@ def pgd_cells(runs: Mapping, pgd_retrieval: Mapping[str, np.ndarray],
               methods: Sequence[str]) -> dict:
     """Per method, retrieval under the targeted attacks (per image, mean over the attacks)
     against retrieval under PGD (``pgd_retrieval[method]``), paired over the images."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     return {ex: verdicts.gap(np.mean([per_image(runs, (a, m), ("retrieval", "adv", ex))
                                       for a, m in runs], axis=0),
@@ -275,7 +275,7 @@ def table_s2_rows(runs: Mapping, eps_scale: float):
     normalised scale (divided by ``eps_scale``), each recorded as ``tableS2_l2``."""
     import pandas as pd
 
-    from robattr.results import record
+    from robattr.report.results import record
 
     if eps_scale <= 0:
         raise ValueError(f"eps_scale must be > 0, got {eps_scale}")
@@ -291,12 +291,12 @@ def table_s2_rows(runs: Mapping, eps_scale: float):
 
 
 def table_s2_view(cmp, attack: str, d_ours: int, d_paper: int):
-    """Table S2 of one attack for display, from its :func:`robattr.papers.compare` frame:
+    """Table S2 of one attack for display, from its :func:`robattr.report.papers.compare` frame:
     rows the attacked methods, columns ``"<stat> (<source>)"`` and the per-coordinate RMS of
     the mean; returns ``(shown, why)``."""
     import pandas as pd
 
-    from robattr.references import value_columns
+    from robattr.report.references import value_columns
 
     cols = value_columns(cmp)   # ours, any kept reference runs, the paper's
     num = (cmp.set_index(["attack", "target_method", "statistic"])[cols]

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from robattr import verdicts
+from robattr.report import verdicts
 from robattr.attack_protocol import ROBUST_DIRECTION_WANG2020
 
 __all__ = ["ATTACK_LABELS", "protocol_methods", "attack_curves", "mean_curves", "image_auc",
@@ -144,13 +144,13 @@ def cell_verdict(frame: pd.DataFrame, key: str, a, b, what: str, **cell):
     """``a`` more robust than ``b`` (values of column ``key``) in one cell of per-image
     AUCs (``cell`` must name the ``metric``).
 
-    The attack guard comes first (:func:`robattr.verdicts.attack_effective`): the attack
+    The attack guard comes first (:func:`robattr.report.verdicts.attack_effective`): the attack
     must move ``b``'s maps more than random noise of the same size (``source ==
-    "random"``), or the cell is inconclusive. Then :func:`robattr.verdicts.gap` on the
+    "random"``), or the cell is inconclusive. Then :func:`robattr.report.verdicts.gap` on the
     same images, in the metric's robust direction
     (:data:`robattr.attack_protocol.ROBUST_DIRECTION_WANG2020`), labelled ``"{what} {metric} AUC"``.
     """
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     better = ROBUST_DIRECTION_WANG2020
     metric = cell.get("metric")
@@ -177,7 +177,7 @@ def smoothed_vs_gradient(frame: pd.DataFrame, cells: Sequence[dict]):
     Returns ``(verdict, table)``: the table has one row per pair (its verdict, how many of
     its cells hold, go the other way or stay in the noise, how many of those the attack
     guard left inconclusive, and its rule)."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     if not cells:
         raise ValueError("cells must name at least one cell")
@@ -197,12 +197,12 @@ def smoothed_vs_gradient(frame: pd.DataFrame, cells: Sequence[dict]):
     return verdicts.combine(pairs, what="(smoothed, gradient) pairs"), table
 
 
-#: How :func:`robattr.verdicts.combine` turns parts (cells, pairs, images) into one verdict,
+#: How :func:`robattr.report.verdicts.combine` turns parts (cells, pairs, images) into one verdict,
 #: in the words a claim's evidence uses.
 def seeded_cell_verdict(frame: pd.DataFrame, key: str, a, b, what: str, spread: dict | None,
                         n_seeds: int, **cell):
     """:func:`cell_verdict` for a comparison of two **training methods** (one model each),
-    then the seed rule (:func:`robattr.verdicts.beyond_seeds`) against the cell's
+    then the seed rule (:func:`robattr.report.verdicts.beyond_seeds`) against the cell's
     seed-to-seed spread ``spread[(attack, method, metric)]`` (:func:`seed_spreads`; keyed by
     the cell's values in that order, the ones it names). Without a spread for the cell, the
     cell verdict as it is."""

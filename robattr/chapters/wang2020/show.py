@@ -2,12 +2,12 @@
 beside the paper's.
 
 * :func:`curve_bands`: per attack, method, metric and budget, the mean over images with the
-  bootstrap interval the verdicts use (:func:`robattr.verdicts.bootstrap_interval`, the
+  bootstrap interval the verdicts use (:func:`robattr.report.verdicts.bootstrap_interval`, the
   images resampled), for the attacked maps and for random noise of the same size;
 * :func:`attack_curves_figure`: those curves, one panel per (attack, metric), the attack as
   a line with its interval as a band and random noise as a dashed baseline;
-* :func:`beside_paper`: a :func:`robattr.papers.compare` frame as a whole, narrow table for
-  :func:`robattr.viz.show_table` (each source, ours, the kept references and the paper's,
+* :func:`beside_paper`: a :func:`robattr.report.papers.compare` frame as a whole, narrow table for
+  :func:`robattr.report.viz.show_table` (each source, ours, the kept references and the paper's,
   one column beside the other), with a reason for every value it lacks;
 * :func:`references_note` and :func:`show_beside_paper`: that table shown, its caption naming
   the kept reference runs;
@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from robattr.viz import readable_log_ticks  # noqa: F401 (re-exported: the notebooks import it here)
+from robattr.report.viz import readable_log_ticks  # noqa: F401 (re-exported for the notebooks)
 
 __all__ = ["curve_bands", "attack_curves_figure", "beside_paper", "readable_log_ticks",
            "NO_REFERENCE_VALUE", "references_note", "show_beside_paper", "accuracy_by_radius_figure"]
@@ -37,9 +37,9 @@ def curve_bands(per_image: pd.DataFrame, by: Sequence[str], *, level: float = 0.
     """Per group of ``by``, ``source`` ("attack" or "random") and ``eps`` of a per-image
     frame (:func:`robattr.chapters.wang2020.attack_curves`): the number of images ``n``, the
     mean ``value`` over them, and ``lo``, ``hi``, the percentile bootstrap interval of that
-    mean (:func:`robattr.verdicts.bootstrap_interval` at ``level``: whole images resampled,
-    as the verdicts' :func:`robattr.verdicts.gap` does)."""
-    from robattr.verdicts import bootstrap_interval
+    mean (:func:`robattr.report.verdicts.bootstrap_interval` at ``level``: whole images resampled,
+    as the verdicts' :func:`robattr.report.verdicts.gap` does)."""
+    from robattr.report.verdicts import bootstrap_interval
 
     keys = list(by) + ["source", "eps"]
     missing = [c for c in keys + ["image", "value"] if c not in per_image]
@@ -70,7 +70,7 @@ def attack_curves_figure(bands: pd.DataFrame, *, methods: Sequence[str],
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from robattr import viz
+    from robattr.report import viz
 
     for name, vals in (("methods", methods), ("metrics", metrics), ("attacks", attacks)):
         if not len(vals):
@@ -125,18 +125,18 @@ def attack_curves_figure(bands: pd.DataFrame, *, methods: Sequence[str],
 def beside_paper(compared: pd.DataFrame, *, index: Sequence[str], columns: Sequence[str],
                  orders: dict | None = None, why_ours: str | None = None,
                  why_paper: str | None = None):
-    """A :func:`robattr.papers.compare` frame as a whole table: rows ``index``, columns
+    """A :func:`robattr.report.papers.compare` frame as a whole table: rows ``index``, columns
     ``columns`` (may be empty) and under each, side by side, the value columns in their order (``ours``,
-    each kept reference, ``paper``; :func:`robattr.references.value_columns`). A reference
+    each kept reference, ``paper``; :func:`robattr.report.references.value_columns`). A reference
     column is named by its profile (``medium ref``); ``sources`` maps each column's name to
     what it holds, for a caption (a reference: its data set, commit and ``stale`` flag). ``orders`` maps a key column to the order of
     its values (values not listed are dropped). Returns ``(table, why, sources)``: ``why``
-    gives :func:`robattr.viz.show_table` a reason for every missing cell, by column (ours:
+    gives :func:`robattr.report.viz.show_table` a reason for every missing cell, by column (ours:
     ``why_ours``, default not measured in this run; a reference: :data:`NO_REFERENCE_VALUE`;
-    the paper: ``why_paper``, default :data:`robattr.viz.NOT_IN_PAPER`), one string when
+    the paper: ``why_paper``, default :data:`robattr.report.viz.NOT_IN_PAPER`), one string when
     a single reason covers them all."""
-    from robattr import viz
-    from robattr.references import value_columns
+    from robattr.report import viz
+    from robattr.report.references import value_columns
 
     index, columns = list(index), list(columns)
     if not index:
@@ -202,7 +202,7 @@ def show_beside_paper(compared: pd.DataFrame, *, caption: str, digits: int = 2,
     ``columns``, ``orders``, ``why_ours``, ``why_paper``), with the columns of ``extra`` joined
     on the rows, rounded to ``digits``, with its reasons for missing cells and ``caption``
     followed by :func:`references_note`."""
-    from robattr import viz
+    from robattr.report import viz
 
     table, why, sources = beside_paper(compared, **kwargs)
     if extra is not None:

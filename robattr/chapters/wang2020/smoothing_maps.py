@@ -66,7 +66,7 @@ def ug_maps_figure(images: dict, maps: dict, radii_255: Sequence[float]) -> None
     (``maps``: name -> :func:`ug_maps`)."""
     import matplotlib.pyplot as plt
 
-    from robattr import viz
+    from robattr.report import viz
 
     fig, axes = plt.subplots(len(images), len(radii_255) + 2,
                              figsize=(1.7 * (len(radii_255) + 2), 2.3 * len(images)), squeeze=False)
@@ -98,10 +98,10 @@ def roughness_table(maps: dict, radii_255: Sequence[float]) -> pd.DataFrame:
 
 
 def roughness_verdicts(table: pd.DataFrame, radii_255: Sequence[float]) -> dict:
-    """Per image of :func:`roughness_table`: :func:`robattr.verdicts.exact` on whether
+    """Per image of :func:`roughness_table`: :func:`robattr.report.verdicts.exact` on whether
     roughness falls from each UG radius to the next, and at the largest radius is below SM's
     (SM to the smallest radius is not a step: it adds UG's Monte-Carlo noise, not a radius)."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     out = {}
     for name, g in table.groupby("image"):

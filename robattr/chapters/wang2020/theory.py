@@ -135,9 +135,9 @@ def eigen_solve_timing(dims: Sequence[int], n_classes: int, *, repeats: int, see
 
 
 def timing_gaps(dims: Sequence[int], dense_seconds, small_seconds) -> list:
-    """Per input size, :func:`robattr.verdicts.gap` of the dense eigen-solve's ms against the
+    """Per input size, :func:`robattr.report.verdicts.gap` of the dense eigen-solve's ms against the
     ``C × C`` one's, paired by repeat (the arrays of :func:`eigen_solve_timing`)."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     if not len(dims) == len(dense_seconds) == len(small_seconds):
         raise ValueError("dims, dense_seconds and small_seconds must have one entry per size")
@@ -154,9 +154,9 @@ def second_order_terms(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
 
     Returns ``(table, cells)``: one row per radius (the medians over the points of both
     terms, of their ratio and of PGD's change, and the share of points where PGD exceeds the
-    sum of the terms), and per radius the verdict of :func:`robattr.verdicts.gap` on the log
+    sum of the terms), and per radius the verdict of :func:`robattr.report.verdicts.gap` on the log
     of the gradient term against the log of the curvature term, paired over the points."""
-    from robattr import verdicts
+    from robattr.report import verdicts
     from robattr.attacks import pgd
     from robattr.bounds import gauss_newton_top_eigenvalue
 

@@ -27,7 +27,7 @@ def eigen_timing_figure(timing: pd.DataFrame) -> None:
     dense eigen-solve, the ``C × C`` one and the shared Jacobian against ``d``, log-log."""
     import matplotlib.pyplot as plt
 
-    from robattr.viz import readable_log_ticks
+    from robattr.report.viz import readable_log_ticks
 
     fig, ax = plt.subplots(figsize=(5.5, 3.5))
     ax.loglog(timing.d, timing.dense_eig_ms, "o-", label=r"dense $d\times d$ eigvalsh")
@@ -51,7 +51,7 @@ def second_order_figure(table: pd.DataFrame) -> None:
     term and of PGD's loss change (floored at 1e-6 for the log axis) against the radius."""
     import matplotlib.pyplot as plt
 
-    from robattr import viz
+    from robattr.report import viz
 
     terms = (table.assign(actual=table.actual.clip(lower=1e-6))
              .melt(id_vars="delta", value_vars=list(SECOND_ORDER_TERMS), var_name="term",
@@ -69,8 +69,8 @@ def saliency_bound_figure(cases: pd.DataFrame, bound) -> None:
     its bound ``bound`` (one per case, ``2L / ‖x − x*‖``), per model, on log axes."""
     import matplotlib.pyplot as plt
 
-    from robattr import viz
-    from robattr.viz import readable_log_ticks
+    from robattr.report import viz
+    from robattr.report.viz import readable_log_ticks
 
     thm1 = pd.DataFrame({"model": cases.model.to_numpy(), "lambda": cases.lam.to_numpy(),
                          "bound": bound})
@@ -106,7 +106,7 @@ def stein_figure(ns: Sequence[float], conv: dict, slopes: dict, reference) -> No
     a ``1/√n`` line through ``reference`` (the first distance of one curve), log-log."""
     import matplotlib.pyplot as plt
 
-    from robattr.viz import readable_log_ticks
+    from robattr.report.viz import readable_log_ticks
 
     ns = np.asarray(ns, dtype=float)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
@@ -128,7 +128,7 @@ def smoothed_hessian_figure(hess: dict, quad: np.ndarray, ok: np.ndarray, *, tit
     import matplotlib.pyplot as plt
 
     from robattr.bounds import smoothgrad_lipschitz_bound
-    from robattr.viz import readable_log_ticks
+    from robattr.report.viz import readable_log_ticks
 
     sig_arr = np.array(list(hess), dtype=float)
     fig, ax = plt.subplots(figsize=(5.8, 3.8))
@@ -156,7 +156,7 @@ def sigma_threshold_figure(grid, i0: int, *, big_l: float, lam: float, eps: floa
     import matplotlib.pyplot as plt
 
     from robattr.bounds import smoothgrad_lipschitz_bound
-    from robattr.viz import readable_log_ticks
+    from robattr.report.viz import readable_log_ticks
 
     fig, ax = plt.subplots(figsize=(6, 3.8))
     ax.loglog(grid, smoothgrad_lipschitz_bound(1.0, grid), "C3-", label=r"SG bound $2F/\sigma^2$")
@@ -181,7 +181,7 @@ def gradient_change_figure(study: pd.DataFrame) -> None:
     model."""
     import matplotlib.pyplot as plt
 
-    from robattr.viz import readable_log_ticks
+    from robattr.report.viz import readable_log_ticks
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
     for ax, (trained, g) in zip(axes, study.groupby("trained")):

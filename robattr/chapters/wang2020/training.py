@@ -33,7 +33,7 @@ COST_COLUMNS = {"seconds_per_epoch": "s per epoch (ours, zoo)", "train_acc_pct":
 
 
 #: Where the paper's AUCs of each training of Table 3 are: ``training -> (table, where, name)``,
-#: the table of :func:`robattr.papers.table`, the rows to keep and how a caption names them
+#: the table of :func:`robattr.report.papers.table`, the rows to keep and how a caption names them
 #: (Table 3 for each robust training, Table 2's CIFAR-10 block for natural training).
 TABLE3_PAPER_ROWS = {"Natural": ("wang2020_table2", {"dataset": "CIFAR-10"}, "Table 2, CIFAR-10"),
                      **{n: ("wang2020_table3", {"training": n}, "Table 3, CIFAR-10")
@@ -70,9 +70,9 @@ def more_robust_training(img_auc: pd.DataFrame, a: str, b: str, spread: dict | N
     """Training ``a`` more robust than training ``b`` (values of column ``training`` of the
     per-image AUCs ``img_auc``): one :func:`robattr.chapters.wang2020.seeded_cell_verdict`
     per (attack, method, metric), against the seed-to-seed ``spread`` of ``n_seeds`` seeds,
-    labelled ``what`` (default ``"a − b"``), combined by :func:`robattr.verdicts.combine`.
+    labelled ``what`` (default ``"a − b"``), combined by :func:`robattr.report.verdicts.combine`.
     Returns ``(verdict, cells)``, ``cells`` keyed by (attack, method, metric) in that order."""
-    from robattr import verdicts
+    from robattr.report import verdicts
     from robattr.attack_protocol import METRICS_WANG2020
     from robattr.chapters.wang2020.evaluate import seeded_cell_verdict
 

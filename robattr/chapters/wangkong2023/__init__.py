@@ -10,7 +10,7 @@
                  time: xi_max, Thm 1-3, Prop 1, Sec. E
 ``table_runs``   tables_bounds' runs (attack settings, models, images) and their tables, crossings
                  and pooled verdicts around ``tables``
-``figures``      the chapter's figures that robattr.viz has no function for
+``figures``      the chapter's figures that robattr.report.viz has no function for
 """
 from robattr.chapters._exports import exports
 

@@ -38,7 +38,7 @@ def table78_runs(blocks: Sequence[str], *, dataset: str, paper_dataset: str, eps
     paper's budgets, unscaled. With no blocks, or none whose data are here, one run on
     ``dataset`` beside the ``paper_dataset`` rows, at ``eps_l2`` / ``eps_linf``, its ℓ2 budgets
     scaled by ``sqrt(d / ref_dim)`` (the same root-mean-square change per pixel)."""
-    from robattr import papers
+    from robattr.report import papers
 
     unknown = [b for b in blocks if b not in TABLE78]
     if unknown:

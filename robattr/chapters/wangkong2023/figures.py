@@ -1,4 +1,4 @@
-"""The figures of the wangkong2023 notebooks that :mod:`robattr.viz` has no function for.
+"""The figures of the wangkong2023 notebooks that :mod:`robattr.report.viz` has no function for.
 
 ``ig_gradient``: the off-diagonal share against the IG step count (:func:`plot_steps_study`) and
 against the softplus β (:func:`plot_beta_study`), the B.1 residual sweep
@@ -46,7 +46,7 @@ def plot_beta_study(rows: pd.DataFrame, trained_beta: float) -> None:
     :func:`~robattr.chapters.wangkong2023.beta_study`), the trained β dotted."""
     import matplotlib.pyplot as plt
 
-    from robattr import viz
+    from robattr.report import viz
 
     fig_rows = rows.assign(steps=lambda t: [f"m = {m} (midpoint)" for m in t.m])
     g = viz.metric_curves(fig_rows, x="beta", y="off-diagonal share", hue="steps", col=None,

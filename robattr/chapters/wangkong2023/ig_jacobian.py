@@ -132,9 +132,9 @@ def beta_study(model: nn.Module, x: torch.Tensor, y: torch.Tensor, beta_grid, be
 
 
 def beta_cells(per_image: dict, b_hi: float, b_ref: float, steps) -> list:
-    """One :func:`robattr.verdicts.gap` per step count: the per-image off-diagonal share at β
+    """One :func:`robattr.report.verdicts.gap` per step count: the per-image off-diagonal share at β
     ``b_hi`` against that at ``b_ref`` (lower is better), from :func:`beta_study`."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     return [verdicts.gap(per_image[(b_hi, m)], per_image[(b_ref, m)], higher_is_better=False,
                          what=f"off-diagonal share, beta {b_hi:g} − {b_ref:g}, m = {m}")
@@ -223,9 +223,9 @@ def residual_at(lin: pd.DataFrame, norm: float) -> pd.Series:
 
 def b1_cells(eta: dict, g_mean: dict, model_names, norm: float, tol: float) -> list:
     """B.1 read as the paper compares it: per Softplus model (names without "relu") and SM / IG,
-    a :func:`robattr.verdicts.gap` of η / mean ‖g‖ at ``‖δ‖ = norm`` against ``tol`` (lower is
+    a :func:`robattr.report.verdicts.gap` of η / mean ‖g‖ at ``‖δ‖ = norm`` against ``tol`` (lower is
     better); ``eta`` and ``g_mean`` come from :func:`linearity_study`."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     return [verdicts.gap(eta[(mname, attr, float(norm))] / g_mean[(mname, attr)], tol,
                          higher_is_better=False, what=f"eta / mean ||g|| − {tol} ({mname}, {attr})")

@@ -126,7 +126,7 @@ def show_beside(compared, index, quantities, caption: str, labels=MODEL_LABELS) 
     and the paper's. A '—' is a row this tier does not run (every row of the paper's has a zoo
     loss; a model not in ``labels`` would be one robattr lacks), or a cell the paper or the
     reference run has no number for; a table wider than 12 columns is shown transposed."""
-    from robattr import viz
+    from robattr.report import viz
 
     t = side_by_side(compared, index, quantities, drop_empty_rows=True)
     refs = {c: c.split(" (")[0] for c in t.columns.get_level_values(1).unique() if " ref (" in c}
@@ -141,8 +141,8 @@ def show_beside(compared, index, quantities, caption: str, labels=MODEL_LABELS) 
 
 def block_table(runs: dict, blocks, norm: str, quantities, table: str, labels=MODEL_LABELS):
     """Our means of every block (runs keyed (block, model, norm, ε)) beside the paper's table
-    ``table``, one block after another (:func:`robattr.papers.compare`)."""
-    from robattr import papers
+    ``table``, one block after another (:func:`robattr.report.papers.compare`)."""
+    from robattr.report import papers
 
     parts = [papers.compare(bound_table({k[1:]: r for k, r in runs.items() if k[0] == b["label"]},
                                         norm, quantities, labels),
@@ -188,7 +188,7 @@ Q910 = ["T_hat_e", "T_e", "T_prime_e", "T_hat_c_deg", "T_c_deg", "pct_outside_T_
 def show_table910(ours: pd.DataFrame, name: str, paper_dataset: str, dataset: str, arch: str) -> None:
     """Our rows (:func:`table910_frame`) for the models of the paper's table ``name`` beside the
     paper's (rows of ``paper_dataset``), one table per norm."""
-    from robattr import papers
+    from robattr.report import papers
 
     t = papers.compare(ours[ours.model.isin(set(papers.table(name)["model"]))], name,
                        on=["norm", "eps", "model", "quantity"], where={"dataset": paper_dataset})
@@ -248,7 +248,7 @@ def judged(runs, hits, attacked, probe: str, at_least: float, what: str, broken,
     linear cases (``T_e``'s hypothesis, :func:`linear_share` with ``probe``), or on every case
     when ``linear_only`` is False (``T′_e``, the bound 001 gives for maps that are not locally
     linear, App. D)."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     groups = concat_groups(runs)
     rule = (linear_share(hits, concat_runs(runs, "linearity"), groups, at_least=at_least,
@@ -292,11 +292,11 @@ def ce_seed_spreads(ce_models, runs: dict, x, y, budgets: dict, attacks: Attacks
 
 def at_vs_ce(runs: dict, spread: dict, n_seeds: int, paper) -> tuple[list, pd.DataFrame]:
     """Table 10's AT against CE on the same images (runs keyed (model, norm)), per norm and bound
-    (``T_e``, ``T_c_deg``): a :func:`robattr.verdicts.gap` that must exceed the CE seeds' spread
-    (``spread``, from :func:`ce_seed_spreads`; :func:`robattr.verdicts.beyond_seeds`), and a table
+    (``T_e``, ``T_c_deg``): a :func:`robattr.report.verdicts.gap` that must exceed the CE seeds' spread
+    (``spread``, from :func:`ce_seed_spreads`; :func:`robattr.report.verdicts.beyond_seeds`), and a table
     of the means, the verdict, the share of images where AT's bound is the smaller and whether the
     paper's is (``paper``: Table 10's values indexed (norm, model, quantity))."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     rows, cells = [], []
     for norm in ("l2", "linf"):

@@ -13,7 +13,7 @@ This module turns runs into the tables' rows (:func:`bound_summary`, :func:`boun
 (:data:`HYPOTHESIS_WANGKONG2023`). :func:`linear_share` judges a "the bound holds on at least a share of
 the cases" claim under that hypothesis: on the cases whose map is locally linear at the budget
 (:func:`robattr.bounds.linearity.budget_linearity`), with whole images resampled
-(:func:`robattr.verdicts.share_clustered`, the groups from :func:`concat_groups`), and not
+(:func:`robattr.report.verdicts.share_clustered`, the groups from :func:`concat_groups`), and not
 comparable when most cases break it.
 """
 from __future__ import annotations
@@ -66,10 +66,10 @@ HYPOTHESIS_WANGKONG2023 = ("wangkong2023 Thm 1-2: a twice-differentiable classif
 
 def guarded(rule, attacked, random, broken: str | None = None):
     """The claim's verdict ``rule``, unless the attack moves the maps no more than random noise
-    does (:func:`robattr.verdicts.attack_effective`), in which case that verdict replaces it;
+    does (:func:`robattr.report.verdicts.attack_effective`), in which case that verdict replaces it;
     and not comparable when ``broken`` says how the models break 001's hypothesis
-    (:func:`robattr.models.not_twice_differentiable`; :func:`robattr.verdicts.within_hypothesis`)."""
-    from robattr import verdicts
+    (:func:`robattr.models.not_twice_differentiable`; :func:`robattr.report.verdicts.within_hypothesis`)."""
+    from robattr.report import verdicts
 
     guard = verdicts.attack_effective(attacked, random)
     return verdicts.within_hypothesis(guard if guard is not None else rule, HYPOTHESIS_WANGKONG2023, broken)
@@ -101,13 +101,13 @@ def bound_table(runs: dict, norm: str, quantities, labels: dict):
 
 
 def side_by_side(compared, index, quantities, *, drop_empty_rows: bool = False):
-    """A :func:`robattr.papers.compare` frame (columns ``quantity``, ``ours``, ``paper``) as a wide
+    """A :func:`robattr.report.papers.compare` frame (columns ``quantity``, ``ours``, ``paper``) as a wide
     table: one row per ``index`` tuple, and for each quantity (in the given order) our value beside
     each reference run's and the paper's. ``drop_empty_rows`` drops the rows where every value is missing (index
     combinations that pivoting creates but neither side has)."""
     import pandas as pd
 
-    from robattr.references import value_columns
+    from robattr.report.references import value_columns
 
     quantities = list(quantities)
     values = value_columns(compared)          # ours, any reference runs, the paper's
@@ -162,7 +162,7 @@ def concat_groups(runs, key: str = "image"):
     """The image of every case of ``runs`` (each run holds ``key``: one id per image, e.g. the
     test-set index, with the block's name where blocks share indices), concatenated like
     :func:`concat_runs`: the groups of :func:`linear_share` and
-    :func:`robattr.verdicts.share_clustered`."""
+    :func:`robattr.report.verdicts.share_clustered`."""
     import numpy as np
 
     parts = [np.asarray(r_[key]).ravel() for r_ in runs]
@@ -200,15 +200,15 @@ def linear_share(hits, linearity, groups, *, at_least: float, tol: float | None 
     locally linear when ``linearity <= tol`` (default
     :data:`~robattr.bounds.linearity.LINEARITY_TOL`). When at least ``min_share`` of the cases
     (default :data:`~robattr.bounds.linearity.MIN_LINEAR_SHARE`) are, the claim is judged on
-    those cases by :func:`robattr.verdicts.share_clustered` (whole images resampled); otherwise
+    those cases by :func:`robattr.report.verdicts.share_clustered` (whole images resampled); otherwise
     the run's model breaks the hypothesis at this budget and the verdict is "not comparable".
     Either way the rule states how many cases were locally linear and what was measured (on
     all cases when not comparable). ``probe`` names where the linearity was measured. Like
-    every :func:`~robattr.verdicts.share_clustered`, a share on too few distinct images to
+    every :func:`~robattr.report.verdicts.share_clustered`, a share on too few distinct images to
     confirm it stays inconclusive."""
     import numpy as np
 
-    from robattr import verdicts
+    from robattr.report import verdicts
     from robattr.bounds.linearity import LINEARITY_TOL, MIN_LINEAR_SHARE
 
     tol = LINEARITY_TOL if tol is None else float(tol)

@@ -114,7 +114,7 @@ def show_table8(att: pd.DataFrame, *, T: float, dataset: str, k: int) -> pd.Data
     columns after them, and the notes of the paper's cells. Returns the compared frame."""
     from IPython.display import Markdown, display
 
-    from robattr import papers, viz
+    from robattr.report import papers, viz
 
     summary = table8_summary(att)
     ours = summary.rename(columns={"cos_min": "value"}).assign(T=str(T))
@@ -147,7 +147,7 @@ def plot_attack_cosines(att: pd.DataFrame, T: float) -> None:
     with the threshold ``T``."""
     import matplotlib.pyplot as plt
 
-    from robattr import papers
+    from robattr.report import papers
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for j, (mk, g) in enumerate(att.groupby("model")):

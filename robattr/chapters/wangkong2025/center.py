@@ -85,7 +85,7 @@ def table4_summary(cs_df: pd.DataFrame) -> pd.DataFrame:
 def show_table4(summary: pd.DataFrame, *, dataset: str, r_ball: float) -> None:
     """Show Table 4: the mean certified bound on ``1 - cos`` of center smoothing, ours on
     ``dataset`` beside the paper's and the kept reference runs', with our other bounds."""
-    from robattr import papers, viz
+    from robattr.report import papers, viz
 
     ours_label = f"center smoothing, ours ({dataset})"
     ours = summary.rename(columns={"cs_bound": "value"})
@@ -110,7 +110,7 @@ def plot_table4(summary: pd.DataFrame, *, dataset: str, r_ball: float) -> None:
     smoothing, ours, and the paper's center smoothing; the line 1 marks a vacuous bound."""
     import matplotlib.pyplot as plt
 
-    from robattr import papers, viz
+    from robattr.report import papers, viz
 
     e = [float(v) for v in summary.eps]
     pp = papers.table("wangkong2025_table4")
@@ -157,7 +157,7 @@ def plot_maps(x: torch.Tensor, maps: dict[str, torch.Tensor]) -> None:
     colour channels, each scaled to its largest absolute value: one colour bar)."""
     import matplotlib.pyplot as plt
 
-    from robattr.viz import map_colorbar, show_map, to_image
+    from robattr.report.viz import map_colorbar, show_map, to_image
 
     n = len(x)
     fig, axes = plt.subplots(n, 4, figsize=(7, 1.8 * n))

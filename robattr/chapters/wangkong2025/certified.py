@@ -31,7 +31,7 @@ PAPER_DIMS = {"MNIST": 784, "CIFAR-10": 3072, "ImageNet": 3 * 224 * 224}
 def paper_budget_tables() -> pd.DataFrame:
     """The printed Tables 5-7 in one frame, with the block's input size ``d`` and ``T`` and
     ``r`` as floats (``Tf``, ``rf``)."""
-    from robattr import papers
+    from robattr.report import papers
 
     paper = pd.concat([papers.table(f"wangkong2025_table{i}") for i in (5, 6, 7)],
                       ignore_index=True)
@@ -122,9 +122,9 @@ def _pick(mean_eps: pd.DataFrame, kind: str, form: str) -> pd.DataFrame:
 def budgets_beside_paper(mean_eps: pd.DataFrame, table: str, *, block: str,
                          name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(ours, compared)``: our corrected mean budgets with the empirical M (``value``), and
-    :func:`robattr.papers.compare` of them with the paper's ``table`` for ``block`` (we ran
+    :func:`robattr.report.papers.compare` of them with the paper's ``table`` for ``block`` (we ran
     on ``name``), with our printed budgets and the unit-normalised corrected ones beside."""
-    from robattr import papers
+    from robattr.report import papers
 
     keys = ["T", "model", "r"]
     ours = _pick(mean_eps, "empirical M", "corrected").rename(columns={"eps_max": "value"})
@@ -141,7 +141,7 @@ def budgets_beside_paper(mean_eps: pd.DataFrame, table: str, *, block: str,
 
 def budget_curves(mean_eps: pd.DataFrame, paper: pd.DataFrame, thresholds: Sequence[float],
                   block: str) -> pd.DataFrame:
-    """Long frame for :func:`robattr.viz.metric_curves`: per ``T`` (``"T = 0.9"``), model and
+    """Long frame for :func:`robattr.report.viz.metric_curves`: per ``T`` (``"T = 0.9"``), model and
     ``form`` (corrected, printed, the paper's ``block``), ``eps_max`` over ``r``; infinite
     budgets (q >= 2) become NaN (not drawn)."""
     parts = []
@@ -181,9 +181,9 @@ def budget_spreads(mean_eps: pd.DataFrame, paper_block: pd.DataFrame, compared: 
 
 def growth_gaps(budgets: pd.DataFrame, radii: Sequence[float]) -> list:
     """Per ``(T, model)`` and consecutive radii of ``radii``: the paired per-input verdict
-    (:func:`robattr.verdicts.gap`) that ``eps_max`` grows from one radius to the next, over
+    (:func:`robattr.report.verdicts.gap`) that ``eps_max`` grows from one radius to the next, over
     the inputs with both budgets finite; ``budgets`` holds one form and one M."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     r_sorted = sorted(set(radii))
     cells = []

@@ -61,7 +61,7 @@ def show_table9(rmin: pd.DataFrame, *, block: str, name: str) -> pd.DataFrame:
     """Show Table 9 for ``block``: our self-consistent radius (corrected, then printed form)
     and the radius with ``h`` fixed, ours on ``name`` beside the paper's and the kept
     reference runs'. Returns our corrected rows, the radius as ``value``."""
-    from robattr import papers, viz
+    from robattr.report import papers, viz
 
     keys = ["T", "model", "eps"]
     cor, pri = rmin[rmin.form == "corrected"], rmin[rmin.form == "printed"]
@@ -89,7 +89,7 @@ def show_table9(rmin: pd.DataFrame, *, block: str, name: str) -> pd.DataFrame:
 def show_radius_ratios(rmin: pd.DataFrame, eps_rmin: Sequence[float]) -> None:
     """Show, per ``(T, model)``, our radius for the last budget of ``eps_rmin`` over the
     radius for the first (corrected form), with ``h`` fixed and self-consistent."""
-    from robattr import viz
+    from robattr.report import viz
 
     ours_ratio = rmin[rmin.form == "corrected"].pivot_table(
         index=["T", "model"], columns="eps", values=["fixed_h", "self_consistent"])
@@ -187,9 +187,9 @@ def data_name(run: dict) -> str:
 
 
 def set_block_scale(run: dict, *, arch: str, n_eval: int, models: list):
-    """Set the scale line of a block's claims (:func:`robattr.verdicts.set_scale`): its data,
+    """Set the scale line of a block's claims (:func:`robattr.report.verdicts.set_scale`): its data,
     the pretrained ResNet-50 or our Softplus ``arch``, ``n_eval`` inputs."""
-    from robattr import verdicts
+    from robattr.report import verdicts
 
     return verdicts.set_scale(data_name(run),
                               "ResNet-50 (pretrained)" if run["weights"]

@@ -1,6 +1,6 @@
 """How the wangkong2025 chapter's notebooks set their numbers beside the paper's.
 
-* :func:`reference_columns`: the kept reference runs' columns of a :func:`robattr.papers.compare`
+* :func:`reference_columns`: the kept reference runs' columns of a :func:`robattr.report.papers.compare`
   frame, with their short names;
 * :func:`kept_runs_note`: what a caption says about those runs;
 * :func:`show_budgets`: a frame of mean certified budgets (Tables 5-7) as one whole table;
@@ -34,10 +34,10 @@ def kept_runs_note(refs: dict[str, str]) -> str:
 
 
 def show_budgets(compared: pd.DataFrame, caption: str) -> None:
-    """Show a :func:`robattr.papers.compare` frame of mean budgets whole: one column per
+    """Show a :func:`robattr.report.papers.compare` frame of mean budgets whole: one column per
     ``(T, model)``, for each radius the rows ours, each kept reference run's and the paper's;
     every '—' with its reason."""
-    from robattr import viz
+    from robattr.report import viz
 
     t = (compared.drop(columns="note").pivot_table(index=["T", "model"], columns="r").T
          .swaplevel(0, 1).sort_index())
@@ -59,9 +59,9 @@ def report_block_budgets(budgets: pd.DataFrame, run: dict) -> pd.DataFrame:
     with its per-input ``budgets``, :func:`.tables.certified_budgets`): show its mean corrected
     budgets beside the paper's Table 6 (CIFAR-10) or 7 (ImageNet) and record each mean as
     ``eps_max_mean`` (labels: block, T, model, r). Returns the means."""
-    from robattr import papers
+    from robattr.report import papers
     from robattr.chapters.wangkong2025.tables import mean_budgets
-    from robattr.results import record
+    from robattr.report.results import record
 
     lab = run["label"]
     mean_b = mean_budgets(budgets)

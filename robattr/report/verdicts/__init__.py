@@ -2,7 +2,7 @@
 
 A notebook never writes a verdict. It hands its numbers to a rule, and the rule returns a
 :class:`Verdict`: one of :data:`VERDICTS` with a sentence that states the rule and the
-numbers that decided it, uncertainty included. :func:`robattr.papers.claim` renders it
+numbers that decided it, uncertainty included. :func:`robattr.report.papers.claim` renders it
 with the run's scale (dataset and input size, model, how many images or cases, profile)
 and records it, so the book's Verdicts page lists every claim of a build.
 
@@ -46,15 +46,15 @@ The rules (each can return every outcome it names; ``tests/test_verdicts.py`` re
 """
 from __future__ import annotations
 
-from robattr.verdicts.guards import (MIN_SEEDS, beyond_seeds, models_fit, seed_spread,
-                                     within_hypothesis)
-from robattr.verdicts.rules import (COMBINE_RULE, VERDICTS, Verdict, attack_effective,
-                                    bootstrap_interval, combine, exact, gap, negate, not_worse,
-                                    rank_agreement, share, share_cases_needed, share_clustered,
-                                    spearman_interval, underpowered)
-from robattr.verdicts.seeded import gap_seeded
-from robattr.verdicts.scale import (PROFILE_ENV, Scale, current_scale, print_cells, set_scale,
-                                    training_summary)
+from robattr.report.verdicts.guards import (MIN_SEEDS, beyond_seeds, models_fit, seed_spread,
+                                            within_hypothesis)
+from robattr.report.verdicts.rules import (COMBINE_RULE, VERDICTS, Verdict, attack_effective,
+                                           bootstrap_interval, combine, exact, gap, negate,
+                                           not_worse, rank_agreement, share, share_cases_needed,
+                                           share_clustered, spearman_interval, underpowered)
+from robattr.report.verdicts.seeded import gap_seeded
+from robattr.report.verdicts.scale import (PROFILE_ENV, Scale, current_scale, print_cells,
+                                           set_scale, training_summary)
 
 __all__ = ["VERDICTS", "Verdict", "gap", "not_worse", "combine", "COMBINE_RULE", "negate",
            "exact", "share", "share_cases_needed", "underpowered", "share_clustered",

@@ -1,6 +1,6 @@
 """The papers' printed tables, as transcribed in ``tables/`` (one row per printed number;
 ``tables/README.md`` describes the format and every uncertain cell). Kept apart from
-:mod:`robattr.papers` so that modules the verdicts need (:mod:`robattr.targets`) can read
+:mod:`robattr.report.papers` so that modules the verdicts need (:mod:`robattr.targets`) can read
 a printed number without importing the verdicts' own consumers."""
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """The scale a verdict carries: data, models (their accuracy and training budget), how many
-items, profile (see :mod:`robattr.verdicts`)."""
+items, profile (see :mod:`robattr.report.verdicts`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from robattr import context
-from robattr.verdicts.guards import _shortfalls
-from robattr.verdicts.rules import Verdict
+from robattr.report.verdicts.guards import _shortfalls
+from robattr.report.verdicts.rules import Verdict
 
 __all__ = ["PROFILE_ENV", "Scale", "set_scale", "training_summary", "current_scale",
            "print_cells"]

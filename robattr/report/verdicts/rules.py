@@ -1,4 +1,4 @@
-"""The rules: a verdict from a run's numbers (see :mod:`robattr.verdicts`)."""
+"""The rules: a verdict from a run's numbers (see :mod:`robattr.report.verdicts`)."""
 from __future__ import annotations
 
 import math

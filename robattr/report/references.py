@@ -8,8 +8,8 @@ notebook's references to the kernel: ``$ROBATTR_REFERENCE_DIR`` is a folder hold
 profile, ``<profile>.results.csv`` and ``<profile>.json`` (the provenance: commit, date,
 device, parameters, and whether the notebook changed since, ``stale``).
 
-:func:`robattr.papers.compare` then adds a column per reference beside ours and the
-paper's, and :func:`robattr.papers.claim` says what the reference concluded; both match
+:func:`robattr.report.papers.compare` then adds a column per reference beside ours and the
+paper's, and :func:`robattr.report.papers.claim` says what the reference concluded; both match
 rows recorded by the same code (``compare`` records every row it shows). Outside the
 pipeline there are no references and both behave as before.
 """
@@ -63,7 +63,7 @@ def label(profile: str, meta: dict[str, Any] | None = None) -> str:
 
 
 def rows(profile: str):
-    """The reference's results as a DataFrame (:func:`robattr.results.read`)."""
+    """The reference's results as a DataFrame (:func:`robattr.report.results.read`)."""
     folder = _folder()
     if folder is None or not (folder / f"{profile}.results.csv").is_file():
         raise KeyError(f"no reference {profile!r} for this notebook; available: "
@@ -73,14 +73,14 @@ def rows(profile: str):
 
 @lru_cache(maxsize=None)
 def _read(path: str):
-    from robattr import results
+    from robattr.report import results
 
     return results.read(path)
 
 
 def compare_values(profile: str, table: str, where: str, keys: list[tuple]) -> list[float]:
     """The values the reference recorded for ``table`` filtered by ``where`` (its JSON, as
-    :func:`robattr.papers.compare` records it) at each key tuple (NaN where it has none)."""
+    :func:`robattr.report.papers.compare` records it) at each key tuple (NaN where it has none)."""
     df = rows(profile)
     if "table" not in df or "where" not in df:
         return [float("nan")] * len(keys)
@@ -113,7 +113,7 @@ def claim_record(profile: str, text: str) -> dict[str, str] | None:
 
 
 def value_columns(compared, ours: str = "ours", paper: str = "paper") -> list[str]:
-    """The value columns of a :func:`robattr.papers.compare` frame in display order: ours,
+    """The value columns of a :func:`robattr.report.papers.compare` frame in display order: ours,
     each reference column (named by :func:`label`), the paper's. For code that reshapes a
     compared table and must keep the references."""
     import re

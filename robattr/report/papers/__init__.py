@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from robattr.papers.printed import TABLES_DIR, table, tables
-from robattr.verdicts import VERDICTS, Verdict  # the verdicts a claim can carry
+from robattr.report.papers.printed import TABLES_DIR, table, tables
+from robattr.report.verdicts import VERDICTS, Verdict  # the verdicts a claim can carry
 
 __all__ = ["TABLES_DIR", "CITATIONS", "LINKS", "tables", "table", "compare", "statement", "claim",
            "check", "demonstrate", "question", "untested", "CheckFailed", "KINDS", "TALLIED", "VERDICTS",
@@ -79,7 +79,7 @@ def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
     ``{"dataset": "CIFAR-10"}``), whose rows are matched on ``on`` after that filter. Keys
     are compared as strings, so label ours with the paper's printed labels. Returns one row
     per key of either side: ``on`` columns, ``ours``, then one column per reference run
-    handed to the notebook (:mod:`robattr.references`, e.g. ``medium ref (mnist, 1a2b3c4)``),
+    handed to the notebook (:mod:`robattr.report.references`, e.g. ``medium ref (mnist, 1a2b3c4)``),
     ``paper``, and the paper's ``note``. Each of our rows is recorded (metric ``compare``,
     labels ``table``, ``where`` and ``key``), which is what a later build's reference column reads.
     """
@@ -87,7 +87,7 @@ def compare(ours, name: str, on: Sequence[str], *, value: str = "value",
 
     import pandas as pd
 
-    from robattr import references, results
+    from robattr.report import references, results
 
     paper = table(name)
     for col, val in (where or {}).items():
@@ -129,12 +129,12 @@ def _record(kind: str, text: str, verdict: Verdict, evidence: str, overrides: di
     return its index and scale text."""
     from dataclasses import replace
 
-    from robattr import results
-    from robattr.verdicts import current_scale
+    from robattr.report import results
+    from robattr.report.verdicts import current_scale
 
     if not isinstance(verdict, Verdict):
-        raise TypeError(f"a {kind}'s verdict must come from a rule of robattr.verdicts (gap, "
-                        f"combine, exact, share, attack_effective), not {verdict!r}")
+        raise TypeError(f"a {kind}'s verdict must come from a rule of robattr.report.verdicts "
+                        f"(gap, combine, exact, share, attack_effective), not {verdict!r}")
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"a {kind} needs its text")
     scale = replace(current_scale(), **{k: v for k, v in overrides.items() if v is not None})
@@ -150,7 +150,7 @@ def _record(kind: str, text: str, verdict: Verdict, evidence: str, overrides: di
 def _reference_tail(text: str, where: str) -> str:
     """What each reference run handed to the notebook says of the same claim: its verdict,
     its own numbers and scale; the same settings as this run are the same evidence twice."""
-    from robattr import references
+    from robattr.report import references
 
     tail = ""
     for profile, meta in references.available().items():
@@ -178,11 +178,11 @@ def _same_scale(a: str, b: str) -> bool:
 
 
 def _shown(text: str) -> str:
-    """A claim line's part in the reader's language (:func:`robattr.reader.reader_text`:
+    """A claim line's part in the reader's language (:func:`robattr.report.reader.reader_text`:
     paper keys, the papers' metric names, MathJax), for the notebook ``$ROBATTR_NOTEBOOK``
     names; the recorded text stays as written."""
     from robattr import context
-    from robattr.reader import reader_text
+    from robattr.report.reader import reader_text
 
     chapter = context.current().chapter
     return reader_text(text, chapter) if text else text
@@ -210,14 +210,14 @@ def claim(text: str, verdict: Verdict, evidence: str = "", *, place: str | None 
     counterexample built to show an erratum a :func:`demonstrate`; the book's own question
     a :func:`question`.
 
-    ``verdict`` must come from a rule of :mod:`robattr.verdicts` (a :class:`Verdict`: the
+    ``verdict`` must come from a rule of :mod:`robattr.report.verdicts` (a :class:`Verdict`: the
     outcome and the sentence that states the rule and its numbers); a literal string is
-    refused. The line shows the scale set by :func:`robattr.verdicts.set_scale` (``n``,
+    refused. The line shows the scale set by :func:`robattr.report.verdicts.set_scale` (``n``,
     ``unit``, ``dataset`` and ``model`` override it for this claim) and the profile.
     ``evidence`` adds a sentence. The claim is recorded (metric ``claim``, kind ``claim``)
     beside the notebook's results, for the book's Verdicts page, and carries an anchor
     ``claim-<i>`` that page links to. When the notebook has reference runs
-    (:mod:`robattr.references`), the line adds what each found for the same claim: its
+    (:mod:`robattr.report.references`), the line adds what each found for the same claim: its
     verdict, its numbers and its scale.
     """
     from IPython.display import Markdown
@@ -344,7 +344,7 @@ def untested(text: str, why: str, *, place: str | None = None):
     does not cover; it carries no verdict and counts in no tally."""
     from IPython.display import Markdown
 
-    from robattr import results
+    from robattr.report import results
 
     if not isinstance(text, str) or not text.strip():
         raise ValueError("an untested claim needs its text")

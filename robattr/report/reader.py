@@ -2,7 +2,7 @@
 ("Thm 2 (000): ||H~_x||_2 <= 2F / sigma^2", "(kin_auc_SM)") is shown to a reader
 (:func:`reader_text`): the papers' keys for their codes 000-004 (:func:`paper_keys`), the
 papers' names for our metric keys (:func:`metric_name`), and formulas typeset by MathJax
-(:func:`typeset`), cut where a narrow column needs it. :func:`robattr.papers.claim` shows
+(:func:`typeset`), cut where a narrow column needs it. :func:`robattr.report.papers.claim` shows
 its line this way in the notebook, and the Verdicts page (robattr.book.verdicts_page) in
 its table; the recorded text stays the ASCII one."""
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The guards: when a run's numbers cannot decide a claim, and the seed rule (see
-:mod:`robattr.verdicts`)."""
+:mod:`robattr.report.verdicts`)."""
 from __future__ import annotations
 
 import math
 
-from robattr.verdicts.rules import Verdict, _fmt, _values
+from robattr.report.verdicts.rules import Verdict, _fmt, _values
 
 __all__ = ["within_hypothesis", "models_fit", "MIN_SEEDS", "seed_spread", "beyond_seeds"]
 

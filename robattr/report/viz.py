@@ -11,7 +11,7 @@ Style
 Helpers
     ``heatmap_grid``       images and their attribution maps, one column per image
     ``rank_heatmap``       a numeric table (ranks, correlations, scores) as annotated cells
-    ``verdict_heatmap``    a table of claim verdicts (:data:`robattr.papers.VERDICTS`)
+    ``verdict_heatmap``    a table of claim verdicts (:data:`robattr.report.papers.VERDICTS`)
     ``bound_ratio``        the distribution of measured / bound, with a line at 1
     ``measured_vs_bound``  measured against bound, one point per case, with the line y = x
     ``metric_curves``      metric against epsilon from a tidy table, one facet per metric
@@ -31,8 +31,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from robattr.tables import (MISSING, MISSING_NOTE, NOT_BUILT, NOT_IN_PAPER, NOT_RUN,  # noqa: F401
-                            show_table, show_whole_tables, table_html)
+from robattr.report.tables import (  # noqa: F401 (re-exported: notebooks reach them as viz.*)
+    MISSING, MISSING_NOTE, NOT_BUILT, NOT_IN_PAPER, NOT_RUN, show_table, show_whole_tables,
+    table_html)
 
 __all__ = ["THEME", "set_theme", "theme", "to_image", "heatmap_grid", "rank_heatmap",
            "verdict_heatmap", "VERDICT_COLORS", "bound_ratio", "measured_vs_bound",
@@ -58,7 +59,7 @@ THEME: dict[str, Any] = {
     },
 }
 
-#: Cell colours of :func:`verdict_heatmap`, one per verdict of ``robattr.papers.VERDICTS``.
+#: Cell colours of :func:`verdict_heatmap`, one per verdict of ``robattr.report.papers.VERDICTS``.
 VERDICT_COLORS = {
     "holds": "#4a9c5d",
     "holds partly": "#e3b23c",
@@ -298,7 +299,7 @@ def _finish_heatmap(ax, n_columns: int, cuts, xlabel, ylabel, title) -> None:
 
 def verdict_heatmap(data, *, xlabel: str | None = None, ylabel: str | None = None,
                     title: str | None = None, legend: bool = True, ax=None):
-    """A DataFrame of claim verdicts (each cell one of ``robattr.papers.VERDICTS``: holds,
+    """A DataFrame of claim verdicts (each cell one of ``robattr.report.papers.VERDICTS``: holds,
     holds partly, does not hold, not comparable; empty or NaN for no claim) as a heatmap with
     one colour per verdict (:data:`VERDICT_COLORS`), a short label in every cell (holds,
     partly, fails, n/c) and a legend with the full verdicts. Returns the Axes.

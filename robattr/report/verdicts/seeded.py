@@ -4,7 +4,7 @@ A paper that reports the mean of several training runs per method (003 Table 1: 
 claims something about the *methods*, so the book trains as many models per method and
 lets both sources of noise into the interval: which models the seeds gave, and which
 images were evaluated. :func:`gap_seeded` is that rule; with one model per method the book
-falls back on :func:`robattr.verdicts.beyond_seeds` (a difference set against the
+falls back on :func:`robattr.report.verdicts.beyond_seeds` (a difference set against the
 seed-to-seed spread of the cheapest method).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from robattr.verdicts.rules import Verdict, _fmt
+from robattr.report.verdicts.rules import Verdict, _fmt
 
 __all__ = ["gap_seeded"]
 

@@ -1,7 +1,7 @@
 """The book's tables: a DataFrame shown whole, as HTML, with "—" where a value is missing
 and the reason for each "—" under the table (:func:`show_table`), and the notebook-wide
 display settings that keep pandas from cutting a table (:func:`show_whole_tables`).
-:mod:`robattr.viz` re-exports every name, so notebooks write ``viz.show_table``."""
+:mod:`robattr.report.viz` re-exports every name, so notebooks write ``viz.show_table``."""
 from __future__ import annotations
 
 __all__ = ["MISSING", "MISSING_NOTE", "NOT_BUILT", "NOT_IN_PAPER", "NOT_RUN", "table_html",
