@@ -12,6 +12,19 @@
 ``viz``          the book's figure style, heatmaps and plots
 
 Import the module you need (``from robattr.report import papers, verdicts``); this package
-imports nothing itself. Of the rest of the library, only the modules that judge or cite
+imports nothing itself (``robattr.report.papers`` after ``import robattr`` loads the module
+on first use). Of the rest of the library, only the modules that judge or cite
 (``targets``, ``seeds``, ``timing``, ``attack_protocol``, ``blocks``) use it.
 """
+from __future__ import annotations
+
+import importlib
+
+_MODULES = ("papers", "verdicts", "results", "references", "reader", "tables", "viz")
+__all__ = list(_MODULES)
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        return importlib.import_module(f"robattr.report.{name}")
+    raise AttributeError(f"module 'robattr.report' has no attribute {name!r}")

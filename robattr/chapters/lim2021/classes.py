@@ -112,13 +112,13 @@ def table_s3_view(cmp):
     reasons of its missing cells."""
     import pandas as pd
 
-    import robattr
+    from robattr.report.papers import table
     from robattr.report.references import value_columns
 
     cols = value_columns(cmp)   # ours, any kept reference runs, the paper's
     wide = (cmp.set_index(["method", "metric"])[cols].apply(pd.to_numeric, errors="coerce")
             .unstack("metric"))
-    order = list(dict.fromkeys(list(robattr.report.papers.table("lim2021_tableS3")["method"])
+    order = list(dict.fromkeys(list(table("lim2021_tableS3")["method"])
                                + list(cmp["method"])))
     wide = wide.reindex(order)   # the paper's order of the methods
     wide.columns = [f"{metric} ({src})" for src, metric in wide.columns]
