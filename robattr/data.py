@@ -372,7 +372,7 @@ def decoded_folder(base, name: str, shape) -> tuple[torch.Tensor, torch.Tensor]:
             pass                                          # several types): decode again
     images = torch.empty((len(base.samples), *shape), dtype=torch.uint8)
     for i, (path, _) in enumerate(tqdm(base.samples, desc=f"decoding {name} (once)",
-                                       unit="image", leave=False)):
+                                       unit="image", leave=False, disable=None)):  # no TTY: none
         img = _read_rgb(path)
         if tuple(img.shape) != tuple(shape):
             raise ValueError(f"{path} is {tuple(img.shape)}, expected {tuple(shape)}")
