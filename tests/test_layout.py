@@ -389,3 +389,13 @@ def test_the_computing_core_never_imports_the_report():
     bad = {m: sorted(t for t in targets if t.startswith("robattr.report"))
            for m, targets in graph.items() if m.startswith(COMPUTING)}
     assert not {m: t for m, t in bad.items() if t}, bad
+
+
+def test_chapter_progress_bars_leave_tqdm_disable_alone():
+    """A bar built with an explicit ``disable=`` ignores ``TQDM_DISABLE``, which keeps the
+    book's pages free of progress bars (the browser check found one on a page)."""
+    chapters = sorted((ROOT / "robattr" / "chapters").rglob("*.py"))
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in chapters
+             for i, line in enumerate(p.read_text().splitlines(), start=1)
+             if "tqdm(" in line and "disable=" in line]
+    assert not found, found

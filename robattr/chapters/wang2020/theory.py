@@ -42,6 +42,17 @@ __all__ = ["closed_form_gap", "psd_ratio", "small_matrix_agreement", "timed_medi
 
 
 # --------------------------------------------------------------------------- Prop 3 and B1
+
+def _bar(items, desc: str, progress: bool):
+    """``items`` under a tqdm bar when ``progress``, else as they are. The bar is made without
+    a ``disable`` argument, so ``TQDM_DISABLE`` (set for the book's kernels) still hides it."""
+    if not progress:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc)
+
+
 def closed_form_gap(model: nn.Module, x: torch.Tensor, y: torch.Tensor):
     """``(rel, eigenvalues)``: per point, ``max |W A Wᵀ − H| / max |H|`` between the closed
     form (:func:`robattr.bounds.gauss_newton_hessian`) and autograd's exact Hessian of the
@@ -107,12 +118,10 @@ def eigen_solve_timing(dims: Sequence[int], n_classes: int, *, repeats: int, see
     Returns ``(table, dense_seconds, small_seconds)``: one row per ``d`` (median ms of the
     Jacobian and of each eigen-solve, their speed-up and the eigenvalues' relative gap), and
     per ``d`` the arrays of the two eigen-solves' seconds, paired by repeat."""
-    from tqdm.auto import tqdm
-
     from robattr.bounds import gauss_newton_small_matrix, input_jacobian
 
     rows, t_dense_all, t_small_all = [], [], []
-    for d in tqdm(dims, desc="B1 timing", disable=not progress):
+    for d in _bar(dims, "B1 timing", progress):
         torch.manual_seed(seed)
         net = nn.Sequential(nn.Linear(int(d), 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
                             nn.Linear(256, n_classes)).to(device)
@@ -203,12 +212,10 @@ def saliency_cases(models: Mapping[str, nn.Module], x: torch.Tensor, *, eps: flo
     :func:`robattr.bounds.max_grad_norm`), ``lam`` (the saliency map's Lipschitz ratio λ)
     and ``dist`` (``‖x − x*‖`` at the ratio's maximiser,
     :func:`robattr.bounds.saliency_lipschitz`). Columns ``model``, ``L``, ``lam``, ``dist``."""
-    from tqdm.auto import tqdm
-
     from robattr.bounds import max_grad_norm, saliency_lipschitz
 
     rows = []
-    for name, net in tqdm(models.items(), desc="Thm 1", disable=not progress):
+    for name, net in _bar(models.items(), "Thm 1", progress):
         big, _ = max_grad_norm(net, x, eps=eps, steps=steps, random_start=False, generator=generator)
         big2, _ = max_grad_norm(net, x, eps=eps, steps=steps, random_start=True, generator=generator)
         big = torch.maximum(big, big2)
@@ -275,13 +282,11 @@ def random_2d_quadrature(n_quad: int, seed: int, *, nodes: int = 80,
     f is the first softmax probability (F = 1). Per case, one row: σ, ``‖H̃ₓ‖₂`` of the
     smoothed Hessian by quadrature (:func:`robattr.bounds.smoothed_hessian_quadrature`) and
     the largest gap between its two forms (pathwise and Stein: small when it converged)."""
-    from tqdm.auto import tqdm
-
     from robattr.bounds import smoothed_hessian_quadrature
 
     rng = np.random.default_rng(seed)
     quad = []
-    for i in tqdm(range(n_quad), desc="quadrature", disable=not progress):
+    for i in _bar(range(n_quad), "quadrature", progress):
         g = torch.Generator().manual_seed(10_000 + i)
         scale = float(rng.uniform(0.3, 3.0))
         net2 = nn.Sequential(nn.Linear(2, 8), nn.Softplus(1.0), nn.Linear(8, 3)).double()
@@ -306,14 +311,12 @@ def smoothed_hessian_norms(model: nn.Module, x: torch.Tensor, sigmas: Sequence[f
     """Per σ of ``sigmas``: ``‖H̃ₓ‖₂`` of the softmax probability's smoothed Hessian at each
     point of ``x`` (:func:`robattr.bounds.smoothed_hessian_spectral_norm`, ``n_samples``
     draws, 30 power iterations), as a numpy array."""
-    from tqdm.auto import tqdm
-
     from robattr.bounds import smoothed_hessian_spectral_norm
 
     return {s: smoothed_hessian_spectral_norm(model, x, sigma=float(s), n_samples=n_samples,
                                               output="prob", iters=30,
                                               generator=generator).cpu().numpy()
-            for s in tqdm(sigmas, desc="smoothed Hessian", disable=not progress)}
+            for s in _bar(sigmas, "smoothed Hessian", progress)}
 
 
 # --------------------------------------------------------------------------- Thm 3
@@ -327,13 +330,11 @@ def gradient_change_study(models: Mapping[str, nn.Module], x: torch.Tensor,
     (:func:`robattr.bounds.thm3_bound`). A model is ``trained`` when its name starts with
     ``zoo``. Columns ``model``, ``trained``, ``point``, ``eps``, ``change``, ``bound``,
     ``converged``, ``rounds``, ``ratio`` (change over bound)."""
-    from tqdm.auto import tqdm
-
     from robattr.bounds import (input_hessian_spectral_norm, max_gradient_change_converged,
                                 thm3_bound)
 
     rows = []
-    for name, net in tqdm(models.items(), desc="Thm 3", disable=not progress):
+    for name, net in _bar(models.items(), "Thm 3", progress):
         hn, v_top = input_hessian_spectral_norm(net, x, iters=200, generator=generator,
                                                 return_vector=True)
         for dl in deltas:
