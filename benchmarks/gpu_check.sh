@@ -29,7 +29,7 @@
 #       --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site && bash benchmarks/gpu_check.sh
 #
 # GPU_CHECK_DRY_RUN=1 runs every step on the CPU with tiny sizes and the example chapter
-# only (a check of this script, not of the GPU: tests/test_gpu_check.py runs it). The
+# only (a check of this script, not of the GPU: tests/book/test_gpu_check.py runs it). The
 # notebooks are built into $ROBATTR_ROOT/book when ROBATTR_ROOT is set, else into ./book.
 set -u
 OUT_DIR=${1:-${OUT:-gpu-check}}
@@ -103,7 +103,7 @@ step notebooks "$NB_BUDGET" $PY -m robattr.book.cli build --profile "$NB_PROFILE
 nb=$!
 ROBATTR_CUDA_REPORT="$OUT_DIR/cuda_report.csv" step pytest_cuda "$(share 35)" \
     "${PYTEST_ENV[@]}" $PY -m pytest -q -m cuda -p no:cacheprovider "${PYTEST_SEL[@]}" \
-    tests/test_cuda.py
+    tests/library/test_cuda.py
 wait $nb || failed=$((failed + 1))
 $PY - "$OUT_DIR" "${ROBATTR_ROOT:-.}" "${NB_ONLY[@]}" <<'EOF'
 import fnmatch, json, sys

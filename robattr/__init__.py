@@ -1,6 +1,6 @@
 """robattr: robustness of feature attributions, the package behind the book.
 
-Three halves, with imports running one way (``tests/test_layout.py`` enforces it)::
+Three halves, with imports running one way (``tests/book/test_layout.py`` enforces it)::
 
     the library        robattr.*            knows nothing of the chapters or the book
          ^  imported by

@@ -10,8 +10,11 @@ A counterexample found locally is kept as an explicit test (see
 Every test, and every module's fixtures, start from seeded global RNGs (``random``, NumPy's
 legacy global generator, torch on every device), the seed derived from the test's (or
 module's) id: a test's draws do not depend on which tests ran before it, so a failure
-reproduces alone (``pytest tests/x.py::test_y``). Tests that want their own stream still
-pass an explicit ``torch.Generator`` / ``np.random.default_rng``.
+reproduces alone (``pytest tests/library/x.py::test_y``). The seed comes from the file's name
+and the test's, not the file's folder, so moving a file between the rooms of ``tests/``
+(library, report, chapters/<key>, book, mirroring the package) leaves its draws as they were.
+Tests that want their own stream still pass an explicit ``torch.Generator`` /
+``np.random.default_rng``.
 """
 import os
 import random
@@ -25,6 +28,13 @@ from hypothesis import settings
 settings.register_profile("dev")
 settings.register_profile("ci", derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def _seed_key(nodeid: str) -> str:
+    """``tests/<room>/test_x.py::test_y`` -> ``tests/test_x.py::test_y``: the key the seeds
+    have always been derived from (before the tests moved into rooms)."""
+    path, sep, rest = nodeid.partition("::")
+    return "tests/" + path.rsplit("/", 1)[-1] + sep + rest
 
 
 def _seed_all(key: str) -> None:
@@ -67,7 +77,7 @@ def _seeded_module(request):
 @pytest.fixture(autouse=True)
 def _seeded_test(request):
     """Seed before every test (and its function-scoped fixtures)."""
-    _seed_all(request.node.nodeid)
+    _seed_all(_seed_key(request.node.nodeid))
 
 
 @pytest.fixture(scope="module")

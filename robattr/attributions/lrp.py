@@ -6,7 +6,7 @@ convolution with its BatchNorm folded in) with input ``a`` and upper relevance `
 everything is plain torch, so the relevance is differentiable (double backward) when asked.
 
 Rule mapping to Zennit 0.5 (checked to 1e-6 in the tests; ResNets in
-tests/test_lrp_resnet.py)::
+tests/library/test_lrp_resnet.py)::
 
     robattr                      zennit
     ZPlus()        (default)     ZPlus(zero_params='bias')

@@ -2,7 +2,7 @@
 
 The science core (``robattr.data``, ``models``, ``attributions``, ...) never imports
 this subpackage; here each module is one concept and imports only modules listed above
-it (``tests/test_layout.py`` checks both):
+it (``tests/book/test_layout.py`` checks both):
 
 ``params``         the rule language of a parameters cell, ``check_notebook``
 ``notebooks``      the book's root, its notebooks (key, path) and their parameters

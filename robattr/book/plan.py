@@ -21,7 +21,7 @@ notebook *declares* them, in its chapter's module ``robattr.chapters.<key>.plan`
 (read through :func:`robattr.chapters.declaration`): a
 :class:`robattr.cost.Declaration`, a function of the notebook's resolved parameters that
 returns its :func:`robattr.zoo.get_model` arguments, and one that returns its work as
-:class:`robattr.cost.Work` items. ``tests/test_plan.py`` executes notebooks with an empty
+:class:`robattr.cost.Work` items. ``tests/book/test_plan.py`` executes notebooks with an empty
 zoo and checks that the models they trained are exactly the declared ones, so a notebook
 that changes its zoo calls without its declaration fails a test.
 :mod:`robattr.book.plan_check` compares the estimates with real runs.

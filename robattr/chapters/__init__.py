@@ -14,7 +14,7 @@ robattr has three halves, and imports run one way between them::
     (robattr.book)         the plan engine, the HTML build
 
 One package per chapter: ``wang2020``, ``wangkong2023``, ``wangkong2025``, ``joo2023``,
-``lim2021``, ``crosspaper``, ``example``. ``tests/test_layout.py`` enforces the direction.
+``lim2021``, ``crosspaper``, ``example``. ``tests/book/test_layout.py`` enforces the direction.
 """
 from __future__ import annotations
 

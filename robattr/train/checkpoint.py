@@ -10,7 +10,7 @@ history so far, the state of the generator that shuffles and augments the batche
 the global random generators (Python, NumPy, torch on every device: the random starts of
 adversarial training draw from them). Restoring all of it makes a resumed run compute
 exactly what an uninterrupted one computes, step for step, on the same machine
-(``tests/test_train_checkpoint.py`` checks it bit for bit).
+(``tests/library/test_train_checkpoint.py`` checks it bit for bit).
 
 A :class:`FileCheckpoint` writes one file with :func:`torch.save` atomically (temporary
 file, then ``os.replace``), and reads it back with ``weights_only=True`` (tensors,

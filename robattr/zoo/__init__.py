@@ -52,7 +52,7 @@ from robattr.zoo.store import (ZooCacheWarning, _Corrupt, _load, _read_meta, _re
                                load_key, partly_trained, paths, zoo_dir)
 
 __all__ = [
-    "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "info", "list_models",
+    "ZOO_FORMAT", "DEFAULTS", "ZooCacheWarning", "get_model", "get_models", "info", "list_models",
     "config", "config_hash", "zoo_dir", "paths", "stats", "reset_stats", "training_log",
     "TRAIN_SIZE_ENV", "effective_train_size", "RECIPE_ENV", "effective_recipe",
     "REQUESTS_ENV", "request_log", "METHOD_DEFAULTS", "default_batch_size", "load_key",
@@ -94,6 +94,34 @@ def get_model(dataset: str, arch: str, method: str = "ce", *,
                  seed=seed, activation=activation, beta=beta, train_size=train_size,
                  augment=augment, schedule=schedule, **loss_hparams)
     return get_config(cfg, dataset=dataset, device=device, retrain=retrain, progress=progress)
+
+
+#: What a model spec holds besides :func:`get_model`'s keyword arguments.
+SPEC_FIELDS = ("dataset", "arch", "method")
+
+
+def get_models(specs: dict[str, dict[str, Any]], **shared: Any) -> dict[str, nn.Module]:
+    """``label -> model`` for each ``label -> spec`` of ``specs``, in their order.
+
+    A spec is :func:`get_model`'s arguments as one dict (``dataset``, ``arch``, ``method``
+    and the hyper-parameters; :func:`robattr.cost.spec` writes one): the form in which a
+    chapter declares the models of a notebook once, for the notebook and for
+    ``robattr plan`` alike. ``shared`` (``device``, ``progress``, ...) goes to every call;
+    a key in both a spec and ``shared`` is refused rather than silently overridden.
+    """
+    out = {}
+    for label, spec in specs.items():
+        missing = [f for f in SPEC_FIELDS[:2] if f not in spec]
+        if missing:
+            raise ValueError(f"get_models: spec {label!r} has no {missing}: {spec}")
+        both = sorted(set(spec) & set(shared))
+        if both:
+            raise ValueError(f"get_models: {both} given by spec {label!r} and by the shared "
+                             "arguments")
+        hp = {k: v for k, v in spec.items() if k not in SPEC_FIELDS}
+        out[label] = get_model(spec["dataset"], spec["arch"], spec.get("method", "ce"),
+                               **hp, **shared)
+    return out
 
 
 def get_config(cfg: dict[str, Any], *, dataset: Any = None,

@@ -3,7 +3,7 @@
 The tables in ``tables/`` are the project's transcription of every numeric table of the
 five papers, one row per printed number (``tables/README.md`` describes the format and
 every uncertain cell). They are copied verbatim from ``shared/papers/tables`` so that the
-book builds from a clean clone; ``tests/test_papers.py`` checks the copy is unchanged
+book builds from a clean clone; ``tests/report/test_papers.py`` checks the copy is unchanged
 whenever the shared folder is present.
 
 >>> from robattr import papers

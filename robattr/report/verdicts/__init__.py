@@ -6,7 +6,7 @@ numbers that decided it, uncertainty included. :func:`robattr.report.papers.clai
 with the run's scale (dataset and input size, model, how many images or cases, profile)
 and records it, so the book's Verdicts page lists every claim of a build.
 
-The rules (each can return every outcome it names; ``tests/test_verdicts.py`` reaches each):
+The rules (each can return every outcome it names; ``tests/report/test_verdicts.py`` reaches each):
 
 * :func:`gap`: paired values (one per image, seed or cell), "a is better than b": the
   bootstrap interval of the mean difference decides holds / does not hold /
