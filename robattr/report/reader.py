@@ -349,53 +349,22 @@ def _ident_braced(m, ident):
     return head + "_{" + _tex(inner) + "}" + rest[rest.index("}") + 1:]
 
 
-_RELATIONS = re.compile(r"(?=(?:\\le|\\ge|\\lt|\\gt|\\ne|\\to|=)(?![A-Za-z]))")
-
-
 def _math(tex: str) -> str:
-    """``tex`` as inline math; a long formula is cut into formulas side by side, so that a
-    narrow column can wrap it (MathJax 3 does not break lines): before its top-level
-    relations (``\\le``, ``=``, ...), then, in a piece still long, before a binary ``+``
-    or ``-`` outside braces (the least nested first)."""
-    if len(tex) <= 40:
-        return f"${tex}$"
+    """``tex`` as one inline formula, however long: a formula cut into pieces side by side
+    reads as two formulas (and a cut inside parentheses leaves both halves unbalanced), so
+    a long one widens its table column instead (the book's stylesheet wraps the words
+    around it)."""
+    return f"${tex}$"
 
-    def cuts(text, at, depth):
-        out, brace, paren, start = [], 0, 0, 0
-        for k, ch in enumerate(text):
-            escaped = text[k - 1:k] == "\\"
-            brace += (ch == "{") - (ch == "}") if not escaped else 0
-            paren += (ch in "([") - (ch in ")]") if not escaped else 0
-            if brace == 0 and paren <= depth and k > start and at(text, k):
-                out.append(text[start:k].strip())
-                start = k
-        return [p for p in out + [text[start:].strip()] if p]
 
-    def relation(text, k):
-        return bool(_RELATIONS.match(text, k)) and not text[k - 1:k].isalpha() and \
-            text[k - 1:k] != "\\"
+#: Two formulas side by side with only spaces between them: ``$a$ $= b$``.
+_ADJACENT = re.compile(r"(?<=[^\s$])\$( +)\$(?=[^\s$])")
 
-    pieces = []
-    def binary(text, k):
-        return text[k - 1:k + 2] in (" + ", " - ", " / ")
 
-    for piece in cuts(tex, relation, 0):
-        if len(piece) <= 45:
-            pieces.append(piece)
-            continue
-        for depth in range(4):                # the outermost operators first
-            small = cuts(piece, binary, depth)
-            if max(map(len, small)) <= 45:
-                break
-        cur = ""
-        for part in small:                    # join the small parts back up to ~40 chars
-            if cur and len(cur) + len(part) > 36:
-                pieces.append(cur)
-                cur = part
-            else:
-                cur = f"{cur} {part}".strip()
-        pieces.append(cur)
-    return " ".join(f"${p}$" for p in pieces if p)
+def _join_adjacent(text: str) -> str:
+    """``$a$ $= b$`` -> ``$a = b$``: formulas that the token grouping set apart although
+    nothing but spaces separates them are one formula to a reader."""
+    return _ADJACENT.sub(" ", text)
 
 
 def _outer(chunk: str) -> tuple[str, str, str]:
@@ -464,7 +433,7 @@ def _typeset_prose(text: str) -> str:
         out.append(f"{lead}{_math(_tex(core))}{trail}" if core else chunk)
         last = j
     out.append(" ".join(tokens[last:]))
-    return " ".join(p for p in out if p).replace("\x00", "=")
+    return _join_adjacent(" ".join(p for p in out if p)).replace("\x00", "=")
 
 
 def reader_text(text: str, chapter: str | None = None) -> str:

@@ -73,3 +73,23 @@ def test_the_sphinx_extension_keeps_one_copy_of_each_script():
     context = {"script_files": [thebe_a, other, thebe_b, js("_static/x.js", defer="defer")]}
     sphinx_ext.dedupe_scripts(None, "page", "page.html", context, None)
     assert context["script_files"] == [thebe_a, other]
+
+
+def test_the_sphinx_extension_serves_the_stylesheet_that_fits_tables_to_the_page():
+    """The extension registers robattr.css on every page and serves its folder once; the
+    stylesheet wraps table headers (the browser check's wide tables, issue 41)."""
+    from types import SimpleNamespace
+
+    from robattr.book import sphinx_ext
+
+    calls = []
+    app = SimpleNamespace(connect=lambda *a, **k: calls.append(("connect", a[0])),
+                          add_css_file=lambda name: calls.append(("css", name)))
+    sphinx_ext.setup(app)
+    assert ("css", sphinx_ext.STYLESHEET) in calls and ("connect", "config-inited") in calls
+    config = SimpleNamespace(html_static_path=["book/mathjax"])
+    sphinx_ext.add_static(app, config)
+    sphinx_ext.add_static(app, config)
+    assert config.html_static_path == ["book/mathjax", str(sphinx_ext.STATIC)]
+    css = (sphinx_ext.STATIC / sphinx_ext.STYLESHEET).read_text()
+    assert "overflow-wrap: anywhere" in css and "white-space: normal" in css

@@ -115,7 +115,7 @@ def test_no_emoji_on_the_page(page):
     ("up to eps = 1.", r"up to $\varepsilon = 1$."),
     ("the C x C matrix (WL)^T(WL), so", r"the $C \times C$ matrix $(WL)^\top (WL)$, so"),
     ("sign(P_ij) = s_i s_j for one s",
-     r"$\operatorname{sign}(P_{ij})$ $= s_{i} s_{j}$ for one $s$"),
+     r"$\operatorname{sign}(P_{ij}) = s_{i} s_{j}$ for one $s$"),
     ("its central (1 - alpha) interval", r"its central $(1 - \alpha )$ interval"),
     ("at x = 0, eps = 1, delta = e2", r"at $x = 0$, $\varepsilon = 1$, $\delta = e_2$"),
     ("eps sqrt(sum |P_ij|)", r"$\varepsilon \sqrt{\sum \vert P_{ij} \vert}$"),
@@ -133,13 +133,19 @@ def test_typeset_turns_ascii_formulas_into_mathjax(ascii_text, expected):
     assert vp.typeset(ascii_text) == expected
 
 
-def test_long_formulas_are_cut_where_a_column_can_wrap():
+def test_a_formula_stays_one_formula_however_long():
+    """Issue 41: a formula cut into pieces side by side (``$a$ $\\le b$``) reads as two, and
+    a cut inside parentheses leaves both halves unbalanced; the browser check counts them."""
     long = vp.typeset("Thm 1 (as printed): cos(h(x), h(x~)) >= ||h(x)|| / "
                       "sqrt(||h(x)||^2 + a^2) for every g")
     spans = _math_spans(long)
-    assert len(spans) >= 2 and spans[1].startswith(r"\ge")
-    assert all(s.count("{") == s.count("}") for s in spans)
-    assert vp.typeset("lambda <= 2L") == r"$\lambda \le 2L$"     # a short one stays whole
+    assert len(spans) == 2 and r"\ge" in spans[0] and spans[1] == "g"
+    eq7 = vp.typeset("Eq. 7 as printed: L(x_0 + alpha v, m) <= alpha ||m||_1 "
+                     "(||g(x_0 + alpha v) - g(x_0)|| / 2 + ||g(x_0)||)")
+    (whole,) = _math_spans(eq7)
+    assert whole.count("(") == whole.count(")") and whole.count("{") == whole.count("}")
+    assert "$ $" not in vp.typeset("sign(P_ij) = s_i s_j, and a x b = c")
+    assert vp.typeset("lambda <= 2L") == r"$\lambda \le 2L$"
 
 
 def test_paper_keys_and_metric_names():

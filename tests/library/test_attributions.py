@@ -38,13 +38,7 @@ def close(a, b, tol=1e-6):
     assert err <= tol * max(1.0, b.abs().max().item()), err
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny float64 nets: one thread is ~100x faster than two on a shared, busy CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny float64 nets: one thread is much faster
 
 
 @pytest.fixture(autouse=True)

@@ -28,12 +28,7 @@ def make(arch="cnn", act="softplus", beta=3.0, seed=0, info=RGB, n=3):
     return model, x, torch.arange(n) % info.num_classes
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny float64 nets: one thread is much faster
 
 
 @pytest.fixture(autouse=True)

@@ -30,12 +30,7 @@ RGB32 = SimpleNamespace(**{**vars(RGB16), "shape": (3, 32, 32)})
 GRAY = SimpleNamespace(shape=(1, 8, 8), num_classes=4, mean=(0.45,), std=(0.3,))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tiny float64 nets: one thread is much faster
 
 
 def close(a, b, tol=1e-9):
