@@ -1,5 +1,7 @@
 """The wang2020 chapter: what only its notebooks use (see robattr.chapters).
 
+``specs``           the zoo models each notebook trains, declared once (for ``robattr plan``
+                    too), and the labels of models trained alike at several seeds
 ``evaluate``        the table steps the notebooks share: attack curves per image, AUCs, the
                     guarded cell verdicts, the smoothed-against-gradient claim, tables compared
 ``setup``           the runs: Table 2's blocks, models and images, Tables 5-6, the checks of the
@@ -15,5 +17,5 @@
 """
 from robattr.chapters._exports import exports
 
-__getattr__, __dir__ = exports(__name__, ("evaluate", "setup", "show", "theory", "theory_figures",
-                                             "training", "smoothing_maps"))
+__getattr__, __dir__ = exports(__name__, ("specs", "evaluate", "setup", "show", "theory",
+                                             "theory_figures", "training", "smoothing_maps"))

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from robattr.catalog import TEST_SIZES
+from robattr.chapters.wang2020 import specs
 from robattr.cost import (TRAIN_SIZES, Declaration, eigh, family, flat, fwd, grads, grads2, hvps,
-                          input_values, pgd, protocol_wang2020, spec, steps_of, zoo_config)
+                          input_values, pgd, protocol_wang2020, steps_of, zoo_config)
 
 
 def _methods_wang2020(p):
@@ -19,9 +20,10 @@ def _table2_runs(p):
                        imagenet_weights=p["imagenet_weights"], echo=None)
 
 
-def _table2_attacks_models(p):
-    return [spec(r["dataset"], p["arch"], "ce", epochs=p["epochs"])
-            for r in _table2_runs(p) if not r.get("weights")]
+def _models(specs_of):
+    """The models part of a Declaration: the specs of :mod:`robattr.chapters.wang2020.specs`'s
+    function ``specs_of``, in order."""
+    return lambda p: list(specs_of(p).values())
 
 
 def _table2_attacks_data(p):
@@ -50,29 +52,16 @@ def _table2_attacks_work(p):
     return out
 
 
-def _table3_4_models(p):
-    d, a, e = p["dataset"], p["arch"], p["epochs"]
-    at_eps = p["at_eps_255"] / 255
-    ig_batch = {"batch_size": p["batch_size_ig_norm"]} if "batch_size_ig_norm" in p else {}
-    fixed = [spec(d, a, "ce", epochs=e),
-             spec(d, a, "ssr", epochs=e, ssr_beta=float(p["betas"][0]),
-                  scale=float(p["ssr_scale"])),
-             spec(d, a, "at", epochs=e, norm="l2", eps=at_eps, steps=7, step_size=at_eps / 4),
-             spec(d, a, "ig_norm", epochs=p["epochs_ig_norm"], gamma=float(p["ig_norm_gamma"]),
-                  **ig_batch)]
-    seeds = [spec(d, a, "ce", epochs=e, seed=s) for s in range(1, p["natural_seeds"])]
-    return fixed + [spec(d, a, "ssr", epochs=e, ssr_beta=float(b), scale=float(p["ssr_scale"]))
-                    for b in p["betas"]] + seeds
-
-
 def _table3_4_work(p):
     fam, n = family(p["dataset"], p["arch"]), p["n_eval"]
     m = _methods_wang2020(p)
+    labels = list(specs.table3_4_ssr(p))
+    betas = [specs.beta_label(b) for b in p["betas"]]
     out = []
-    for _ in range(4 + p["natural_seeds"] - 1):     # the four models, natural at the other seeds
+    for _ in [lb for lb in labels if lb not in betas]:  # the four, natural at the other seeds
         out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             surrogate=True, random_baseline=True, eval_rows={"x": 1})
-    for _ in p["betas"]:
+    for _ in betas:
         out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk",),
                             surrogate=True, random_baseline=True)
         out.append(fwd(fam, TRAIN_SIZES.get(p["dataset"], 0), what="training-set accuracy"))
@@ -83,25 +72,11 @@ def _table3_timing(p):
     """Table 3's cost cell (``interleaved_step_seconds`` of robattr.chapters.wang2020.setup):
     a warm-up step and ``timing_rounds`` steps of each of SSR, Madry AT and IG-NORM, all at
     SSR's batch size."""
-    specs = _table3_4_models(p)[1:4]                  # SSR, Madry AT, IG-NORM
-    batch = zoo_config(specs[0])["batch_size"]
+    zoo_specs = specs.table3_4_ssr(p)
+    timed = [zoo_specs[name] for name in specs.TABLE3_TRAININGS[1:]]   # SSR, Madry, IG-NORM
+    batch = zoo_config(timed[0])["batch_size"]
     return [steps_of(s, p.get("timing_rounds", 0) + 1, batch=batch,
-                     what="Table 3 cost: interleaved steps") for s in specs]
-
-
-def _table5_6_models(p):
-    d, a = p["dataset"], p["arch"]
-    at_eps = p["at_eps_255"] / 255
-    out = [spec(d, a, "ce", epochs=p["epochs"]),
-           spec(d, a, "at", epochs=p["epochs"], norm="linf", eps=at_eps, steps=p["at_steps"],
-                step_size=at_eps / 4),
-           spec(d, a, "ce", epochs=p["fig7_epochs"])]
-    seeds = range(1, p["natural_seeds"])          # natural training at the other seeds
-    out += [] if p.get("imagenet_weights") else [spec(d, a, "ce", epochs=p["epochs"], seed=s)
-                                                 for s in seeds]
-    out += [spec(d, a, "ce", epochs=p["fig7_epochs"], seed=s) for s in seeds]
-    return out + [spec(d, a, "at", epochs=p["fig7_epochs"], norm="l2", eps=e / 255,
-                       steps=p["at_steps"], step_size=e / 255 / 4) for e in p["fig7_eps_255"]]
+                     what="Table 3 cost: interleaved steps") for s in timed]
 
 
 def _table5_6_work(p):
@@ -113,11 +88,12 @@ def _table5_6_work(p):
         out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             eval_rows={"x": 1}, **proto)
         out.append(grads(fam, n, sum(m.values()), what="no-attack k-in"))
-    n_other = p["natural_seeds"] - 1                               # natural at the other seeds
-    for _ in range(0 if p.get("imagenet_weights") else n_other):  # Table 5's cells
+    zoo_specs = specs.table5_6_figs(p)          # natural training at seeds 0, 1, ... of each:
+    nat5 = specs.seeded(zoo_specs, "Natural") if "Natural" in zoo_specs else []  # none: ImageNet
+    for _ in nat5[1:]:                                             # Table 5's cells
         out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], m, ("topk", "manipulate"),
                             eval_rows={"x": 1}, **proto)
-    for _ in range(n_other):                                       # Fig. 7's cells
+    for _ in specs.seeded(zoo_specs, specs.fig7_label(0))[1:]:     # Fig. 7's cells
         out += protocol_wang2020(fam, n, p["eps_255"], p["steps"], {"SM": 1}, ("topk", "manipulate"),
                             **proto)
     out += protocol_wang2020(fam, nt, p["eps_255"], p["steps"], {"SM": 1}, ("mass_center",),
@@ -134,12 +110,6 @@ def _table5_6_work(p):
     return out + [fwd(fam, TEST_SIZES.get(p["dataset"], 0), 6, what="pick")]
 
 
-def _gauss_newton_models(p):
-    return [spec(p["dataset"], p["arch"], "ce", epochs=p["epochs"]),
-            spec(p["dataset"], p["arch"], "ce", activation="softplus", beta=p["beta"],
-                 epochs=p["softplus_epochs"])]
-
-
 def _gauss_newton_work(p):
     fam = family(p["dataset"], p["arch"], float64=True)
     n, d = p["n_eval"], input_values(p["dataset"])
@@ -151,11 +121,6 @@ def _gauss_newton_work(p):
                 eigh(dim, p["repeats"], "B1: dense spectrum")]
     relu = family(p["dataset"], p["arch"])
     return out + flat(pgd(relu, n, p["steps"]) for _ in p["deltas"])
-
-
-def _geometry_models(p):
-    return [spec(p["dataset"], p["arch"], "ce", activation="softplus", beta=p["beta"],
-                 epochs=p["epochs"])]
 
 
 def _geometry_work(p):
@@ -176,10 +141,10 @@ def _geometry_work(p):
 
 
 DECLARATIONS = {
-    "table2_attacks": Declaration(_table2_attacks_models, _table2_attacks_work,
+    "table2_attacks": Declaration(_models(specs.table2_attacks), _table2_attacks_work,
                                   data=_table2_attacks_data),
-    "table3_4_ssr": Declaration(_table3_4_models, _table3_4_work),
-    "table5_6_figs": Declaration(_table5_6_models, _table5_6_work),
-    "theory_gauss_newton": Declaration(_gauss_newton_models, _gauss_newton_work),
-    "theory_geometry": Declaration(_geometry_models, _geometry_work),
+    "table3_4_ssr": Declaration(_models(specs.table3_4_ssr), _table3_4_work),
+    "table5_6_figs": Declaration(_models(specs.table5_6_figs), _table5_6_work),
+    "theory_gauss_newton": Declaration(_models(specs.theory_gauss_newton), _gauss_newton_work),
+    "theory_geometry": Declaration(_models(specs.theory_geometry), _geometry_work),
 }

@@ -3,7 +3,8 @@
 Table 2 has one block per data set (CIFAR-10, Flower, ImageNet), each with its own image
 size, top-k size and noise levels (:data:`TABLE2_BLOCKS`); :func:`table2_runs` turns a
 notebook's list of blocks into the runs whose data are here (:mod:`robattr.blocks`), and
-:func:`run_model` / :func:`eval_images` give each run its model and images. Two checks of
+:func:`run_model` / :func:`eval_images` give each run its model (the zoo's, declared in
+:mod:`.specs`, or a weights file's) and images. Two checks of
 the released code's conventions: :func:`channel_mean_top_eigenvalue` (SSR's eigenvalue with
 W averaged over colour channels, as the Keras loss does) and :func:`ug_reading_overlap`
 (Uniform Gradient as the Keras evaluation computes it, against ours). Table 3's cost claim
@@ -95,17 +96,17 @@ def data_label(run: dict) -> str:
     return os.path.basename(os.fspath(run["dataset"]).rstrip("/")) or str(run["dataset"])
 
 
-def run_model(run: dict, *, arch: str, epochs: int, device, method: str = "ce", **hparams):
+def run_model(run: dict, models: dict, device):
     """The model of one run: the pretrained ResNet-50 of ``run["weights"]``
-    (:func:`robattr.blocks.pretrained`), else the zoo's ``arch`` trained with ``method`` for
-    ``epochs`` epochs on the run's data set (``hparams``: the loss's and trainer's options)."""
-    from robattr import zoo
+    (:func:`robattr.blocks.pretrained`), else ``models[run["label"]]``, the run's zoo model
+    (``zoo.get_models`` of :func:`robattr.chapters.wang2020.specs.table2_attacks`)."""
     from robattr.blocks import pretrained
 
     if run.get("weights"):
         return pretrained("resnet50", run["dataset"], run["weights"], device=device)
-    return zoo.get_model(run["dataset"], arch, method, epochs=epochs, device=device,
-                         progress=False, **hparams)
+    if run["label"] not in models:
+        raise KeyError(f"no zoo model for the run {run['label']!r}: models has {list(models)}")
+    return models[run["label"]]
 
 
 def eval_images(run: dict, n_eval: int, device):
@@ -134,12 +135,12 @@ def correct_indices(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: i
     return ok.nonzero().squeeze(1)
 
 
-def prepare_run(run: dict, *, arch: str, epochs: int, n_eval: int, n_samples: int,
-                ig_steps: int, seed: int, device):
-    """``(model, x, methods)`` of one Table 2 run: its model (:func:`run_model`), ``n_eval``
-    of its images that the model classifies correctly, drawn in a random order fixed by
-    ``seed``, and :func:`protocol_methods` at the run's noise levels."""
-    model = run_model(run, arch=arch, epochs=epochs, device=device)
+def prepare_run(run: dict, models: dict, *, n_eval: int, n_samples: int, ig_steps: int,
+                seed: int, device):
+    """``(model, x, methods)`` of one Table 2 run: its model (:func:`run_model` of
+    ``models``), ``n_eval`` of its images that the model classifies correctly, drawn in a
+    random order fixed by ``seed``, and :func:`protocol_methods` at the run's noise levels."""
+    model = run_model(run, models, device)
     x_all, y_all = eval_images(run, n_eval, device)
     keep = correct_indices(model, x_all, y_all)
     idx = keep[torch.randperm(len(keep), generator=torch.Generator().manual_seed(seed))[:n_eval]]
@@ -172,19 +173,19 @@ def block_place(run: dict) -> str:
     return f"{shown} (beside the paper's {run['label']} block)"
 
 
-def prepare_runs(runs: dict, *, arch: str, epochs: int, n_eval: int, n_samples: int,
+def prepare_runs(runs: dict, models: dict, *, arch: str, n_eval: int, n_samples: int,
                  ig_steps: int, seed: int, device, eps_list: Sequence[float], steps: int,
                  surrogate_beta: float, echo=print) -> dict:
     """Per run of ``runs`` (label -> run of :func:`table2_runs`), in order:
-    ``(model, x, methods, protocol)``, the first three from :func:`prepare_run` and
-    ``protocol`` the arguments of :func:`robattr.chapters.wang2020.attack_curves` at the run's
-    k (``eps_list``, ``k``, ``steps``, ``surrogate_beta``, ``seed``). ``echo`` gets each
-    run's :func:`run_summary` line."""
+    ``(model, x, methods, protocol)``, the first three from :func:`prepare_run` (the zoo
+    models by run label: ``models``) and ``protocol`` the arguments of
+    :func:`robattr.chapters.wang2020.attack_curves` at the run's k (``eps_list``, ``k``,
+    ``steps``, ``surrogate_beta``, ``seed``). ``echo`` gets each run's :func:`run_summary`
+    line (``arch``: the zoo models' architecture)."""
     out = {}
     for label, run in runs.items():
-        model, x, methods = prepare_run(run, arch=arch, epochs=epochs, n_eval=n_eval,
-                                        n_samples=n_samples, ig_steps=ig_steps, seed=seed,
-                                        device=device)
+        model, x, methods = prepare_run(run, models, n_eval=n_eval, n_samples=n_samples,
+                                        ig_steps=ig_steps, seed=seed, device=device)
         protocol = dict(eps_list=eps_list, k=run["k"], steps=steps, surrogate_beta=surrogate_beta,
                         seed=seed)
         out[label] = (model, x, methods, protocol)
@@ -324,21 +325,17 @@ def table56_run(*, imagenet_dir: str, natural_weights: str, robust_weights: str,
                 weights=natural_weights, robust_weights=robust_weights)
 
 
-def table5_models(run: dict | None, *, dataset: str, arch: str, epochs: int, at_eps: float,
-                  at_steps: int, device) -> dict:
-    """Table 5's two models: with an ImageNet ``run`` (:func:`table56_run`) the natural and
-    the robust pretrained ResNet-50s; else the zoo's ``arch`` on ``dataset``, trained with
-    cross-entropy and with Madry's ℓ∞ PGD (radius ``at_eps``, ``at_steps`` steps of
-    ``at_eps / 4`` from a random start), ``epochs`` epochs each."""
-    from robattr import zoo
+def table5_models(run: dict | None, models: dict, device) -> dict:
+    """Table 5's two models, ``Natural`` and ``AT``: with an ImageNet ``run``
+    (:func:`table56_run`) the natural and the robust pretrained ResNet-50s; else those of
+    ``models``, the zoo's (:func:`robattr.chapters.wang2020.specs.table5_6_figs`: cross-entropy
+    and Madry's ℓ∞ PGD training)."""
     from robattr.blocks import pretrained
 
     if run is not None:
         return {"Natural": pretrained("resnet50", run["dataset"], run["weights"], device=device),
                 "AT": pretrained("resnet50", run["dataset"], run["robust_weights"], device=device)}
-    return {"Natural": zoo.get_model(dataset, arch, "ce", epochs=epochs, device=device, progress=False),
-            "AT": zoo.get_model(dataset, arch, "at", epochs=epochs, norm="linf", eps=at_eps,
-                                steps=at_steps, step_size=at_eps / 4, device=device, progress=False)}
+    return {"Natural": models["Natural"], "AT": models["AT"]}
 
 
 # --------------------------------------------------------------------------- Table 3's cost

@@ -59,12 +59,16 @@ def curve_bands(per_image: pd.DataFrame, by: Sequence[str], *, level: float = 0.
 def attack_curves_figure(bands: pd.DataFrame, *, methods: Sequence[str],
                          metrics: Sequence[str], attacks: Sequence[str], x_factor: float = 255,
                          x_units: str = "/255", ylabels: dict | None = None,
-                         title: str | None = None, level: float = 0.95):
+                         title: str | None = None, level: float = 0.95,
+                         blocks: dict | None = None):
     """The attack curves of :func:`curve_bands`: one row of panels per attack of ``attacks``,
-    one column per metric of ``metrics``, one colour per method of ``methods``. Each method's
-    attacked maps are a solid line with markers and its bootstrap interval as a band; random
-    noise of the same size is a dashed line in the same colour (the baseline the attack guard
-    compares with). The budgets sit at equal spacing, labelled ``eps * x_factor``;
+    one column per metric of ``metrics``, one colour per method of ``methods``. With
+    ``blocks`` (``{value of bands.dataset: its name}``, e.g. Table 2's data blocks), one such
+    group of rows per block, in that order, each panel's title starting with the block's
+    name: several blocks in one figure (one figure label on the page). Each method's attacked
+    maps are a solid line with markers and its bootstrap interval as a band; random noise of
+    the same size is a dashed line in the same colour (the baseline the attack guard compares
+    with). The budgets sit at equal spacing, labelled ``eps * x_factor``;
     ``ylabels`` names a metric's y axis (default: the metric). Returns the Figure."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -78,20 +82,25 @@ def attack_curves_figure(bands: pd.DataFrame, *, methods: Sequence[str],
     need = {"attack", "method", "metric", "source", "eps", "value", "lo", "hi"}
     if not need <= set(bands.columns):
         raise ValueError(f"bands lacks the columns {sorted(need - set(bands.columns))}")
+    if blocks is not None and (not blocks or "dataset" not in bands.columns):
+        raise ValueError("blocks must name at least one block, and bands need a dataset column")
     eps = np.sort(bands["eps"].astype(float).unique())
     pos = {e: i for i, e in enumerate(eps)}
     ylabels = dict(ylabels or {})
+    rows = ([(None, None, a) for a in attacks] if blocks is None
+            else [(b, name, a) for b, name in blocks.items() for a in attacks])
     with viz.theme():
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-        fig, axes = plt.subplots(len(attacks), len(metrics), squeeze=False,
-                                 figsize=(2.7 * len(metrics), 2.3 * len(attacks) + 0.6))
-        for i, attack in enumerate(attacks):
+        fig, axes = plt.subplots(len(rows), len(metrics), squeeze=False,
+                                 figsize=(2.7 * len(metrics), 2.3 * len(rows) + 0.6))
+        for i, (block, name, attack) in enumerate(rows):
+            rows_of = bands if block is None else bands[bands.dataset == block]
             for j, metric in enumerate(metrics):
                 ax = axes[i, j]
                 for c, method in enumerate(methods):
                     color = colors[c % len(colors)]
-                    sel = bands[(bands.attack == attack) & (bands.method == method)
-                                & (bands.metric == metric)]
+                    sel = rows_of[(rows_of.attack == attack) & (rows_of.method == method)
+                                  & (rows_of.metric == metric)]
                     for source, style in (("attack", dict(ls="-", marker="o", ms=3.5)),
                                           ("random", dict(ls="--", lw=1.0))):
                         s = sel[sel.source == source].sort_values("eps")
@@ -102,8 +111,9 @@ def attack_curves_figure(bands: pd.DataFrame, *, methods: Sequence[str],
                         if source == "attack":
                             ax.fill_between(xs, s.lo, s.hi, color=color, alpha=0.18, lw=0)
                 ax.set_xticks(range(len(eps)), [f"{e * x_factor:g}" for e in eps])
-                ax.set_title(f"{attack} · {metric}")
-                if i == len(attacks) - 1:
+                ax.set_title(f"{attack} · {metric}" if name is None
+                             else f"{name} · {attack} · {metric}")
+                if i == len(rows) - 1:
                     ax.set_xlabel(f"ε ({x_units})" if x_units else "ε")
                 ax.set_ylabel(ylabels.get(metric, metric))
         handles = [Line2D([], [], color=colors[c % len(colors)], lw=2, label=m)

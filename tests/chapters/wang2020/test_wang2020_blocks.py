@@ -11,6 +11,7 @@ from PIL import Image
 from torch import nn
 
 from robattr.bounds import gauss_newton_top_eigenvalue
+from robattr.cost import spec
 from robattr.chapters import wang2020
 from robattr.chapters.wang2020 import setup as wang2020_setup
 
@@ -63,10 +64,16 @@ def test_table2_runs_keep_the_blocks_with_data_and_fall_back_when_none_has_any(t
 
 def test_prepare_run_draws_correctly_classified_images(tmp_path, monkeypatch):
     monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
+    from robattr import data, zoo
+
     run = wang2020.table2_runs([], dataset="digits", k=4)[0]
-    model, x, methods = wang2020.prepare_run(run, arch="mlp", epochs=1, n_eval=5, n_samples=2,
-                                             ig_steps=2, seed=0, device="cpu")
-    from robattr import data
+    models = zoo.get_models({run["label"]: spec("digits", "mlp", epochs=1)}, device="cpu",
+                            progress=False)
+    model, x, methods = wang2020.prepare_run(run, models, n_eval=5, n_samples=2, ig_steps=2,
+                                             seed=0, device="cpu")
+    assert model is models["CIFAR-10"]
+    with pytest.raises(KeyError, match="no zoo model for the run 'CIFAR-10'"):
+        wang2020.prepare_run(run, {}, n_eval=5, n_samples=2, ig_steps=2, seed=0, device="cpu")
 
     x_all, y_all = data.as_tensors(data.load("digits", "test"))
     rows = [int(((x_all - xi).flatten(1).abs().sum(1) == 0).nonzero()[0]) for xi in x]
@@ -161,7 +168,8 @@ def test_tables_5_6_run_on_imagenet_only_with_the_folder_and_both_weights(tmp_pa
     assert (run["weights"], run["robust_weights"], run["split"]) == (str(natural), str(robust), "val")
     calls = []
     monkeypatch.setattr("robattr.blocks.pretrained", lambda arch, ds, w, device: calls.append((arch, w)) or w)
-    models = wang2020.table5_models(run, dataset="digits", arch="cnn", epochs=1, at_eps=8 / 255,
-                                    at_steps=7, device="cpu")
+    models = wang2020.table5_models(run, {}, device="cpu")
     assert models == {"Natural": str(natural), "AT": str(robust)}
     assert calls == [("resnet50", str(natural)), ("resnet50", str(robust))]
+    zoo_models = {"Natural": "n", "AT": "a", "Natural, seed 1": "n1"}
+    assert wang2020.table5_models(None, zoo_models, device="cpu") == {"Natural": "n", "AT": "a"}

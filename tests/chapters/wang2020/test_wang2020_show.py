@@ -73,6 +73,25 @@ def test_attack_curves_figure_draws_a_band_and_a_dashed_random_line_per_method()
         wang2020.attack_curves_figure(bands, methods=[], metrics=["k-in"], attacks=["TopK"])
 
 
+def test_attack_curves_figure_puts_several_blocks_in_one_figure_each_panel_named():
+    frame = pd.concat([per_image_frame(seed=0).assign(dataset="CIFAR-10"),
+                       per_image_frame(seed=1).assign(dataset="Flower")], ignore_index=True)
+    bands = wang2020.curve_bands(frame, ["dataset", "attack", "method", "metric"])
+    fig = wang2020.attack_curves_figure(bands, methods=["SM", "UG"], metrics=["k-in", "cdl"],
+                                        attacks=["TopK", "Manipulate"],
+                                        blocks={"Flower": "flowers", "CIFAR-10": "cifar"})
+    assert [ax.get_title() for ax in fig.axes] == [
+        f"{b} · {a} · {m}" for b in ("flowers", "cifar") for a in ("TopK", "Manipulate")
+        for m in ("k-in", "cdl")]
+    first = bands[(bands.dataset == "Flower") & (bands.attack == "TopK") & (bands.method == "SM")
+                  & (bands.metric == "k-in") & (bands.source == "attack")].sort_values("eps")
+    assert list(fig.axes[0].lines[0].get_ydata()) == pytest.approx(first.value.tolist())
+    assert [ax.get_xlabel() != "" for ax in fig.axes] == [False] * 6 + [True] * 2
+    with pytest.raises(ValueError, match="dataset column"):
+        wang2020.attack_curves_figure(bands.drop(columns="dataset"), methods=["SM"],
+                                      metrics=["k-in"], attacks=["TopK"], blocks={"x": "x"})
+
+
 # --------------------------------------------------------------------------- tables
 def compared_frame(with_ref=True):
     rows = []
