@@ -41,11 +41,10 @@ class NotebookRun:
         """Seconds since :func:`start`."""
         return time.perf_counter() - self.started
 
-    def finish(self) -> float:
-        """The epilogue: print and return the notebook's compute time since :func:`start`."""
-        seconds = self.seconds()
-        print(f"notebook compute time: {seconds:.1f} s")
-        return seconds
+    def finish(self) -> None:
+        """The epilogue: print the notebook's compute time since :func:`start` (a sentence;
+        it returns nothing, so the page shows no bare number after it)."""
+        print(f"notebook compute time: {self.seconds():.1f} s")
 
 
 def start(namespace: dict[str, Any] | None = None, source: str | None = None) -> NotebookRun:

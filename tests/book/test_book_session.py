@@ -51,9 +51,10 @@ def test_checking_alone_changes_no_display_option():
         assert pd.get_option("display.max_columns") == 20
 
 
-def test_finish_prints_and_returns_the_seconds_since_start(capsys, monkeypatch):
+def test_finish_prints_the_seconds_since_start_and_returns_nothing(capsys, monkeypatch):
     run = start({"n": 1}, "n = 1  # int >= 1 | a count\n")
     monkeypatch.setattr(run, "started", run.started - 12.0)
-    seconds = run.finish()
-    assert seconds >= 12.0
-    assert capsys.readouterr().out == f"notebook compute time: {seconds:.1f} s\n"
+    assert run.finish() is None                  # no bare number as the page's last output
+    out = capsys.readouterr().out
+    assert out.startswith("notebook compute time: ") and out.endswith(" s\n")
+    assert float(out.split(": ")[1].split()[0]) >= 12.0
