@@ -4,50 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 
+import robattr.chapters.crosspaper.specs as specs   # not through the package: no torch
 from robattr.cost import (Declaration, attack, attr, bounds_wangkong2023, curve, family, fwd, grads, pgd,
-                          protocol_wang2020, spec, steps_of)
-
-
-_MATRIX_ROWS = {"CE": ("ce", {}), "AT-linf": ("at", {}), "TRADES": ("trades", {}),
-                "IG-NORM": ("ig_norm", {"batch_size": 16}), "IGR": ("igr", {}), "SSR": ("ssr", {}),
-                "Hessian": ("hessian", {}), "l2": ("l2", {}), "l2+cosd": ("l2_cosd", {})}
-#: The notebook's parameter ``baselines``: the papers' baselines as further rows, each loss's
-#: defaults (ATEX's teacher: the CE model of the same settings, by its zoo key).
-_BASELINES = {"ATEX": "atex", "IGA": "iga", "AdvAAT": "advaat"}
-
-
-def _matrix_models(p):
-    """The rows, then the baselines the notebook trains (ATEX's teacher: the CE model of the
-    same settings, named by its zoo key, computed here in the kernel's environment as the
-    notebook reads it from ``zoo_meta``; declared too when CE is not a row)."""
-    from robattr import zoo
-
-    common = dict(epochs=p["epochs"], activation="softplus", beta=p["beta"])
-    out = []
-    for name in p["rows"]:
-        if name == "AT-l2":
-            e = p["at_l2_eps"]
-            method, hp = "at", dict(norm="l2", eps=e, steps=7, step_size=e / 4)
-        else:
-            method, hp = _MATRIX_ROWS[name]
-        out.append(spec(p["dataset"], p["arch"], method, **common, **hp))
-    for name in p["baselines"]:
-        hp = {}
-        if name == "ATEX":
-            if "CE" not in p["rows"]:
-                out.append(spec(p["dataset"], p["arch"], "ce", **common))
-            hp = dict(teacher=zoo.config_hash(p["dataset"], p["arch"], "ce", **common))
-        out.append(spec(p["dataset"], p["arch"], _BASELINES[name], **common, **hp))
-    return out
+                          protocol_wang2020, steps_of)
 
 
 def _matrix_work(p):
     d, fam = p["dataset"], family(p["dataset"], p["arch"])
     n, out = p["n_eval"], []
     quantus = importlib.util.find_spec("quantus") is not None   # the Quantus block runs only with the extra
-    for cfg in _matrix_models(p):
-        if cfg["method"] == "ce" and "CE" not in p["rows"]:
-            continue                          # ATEX's teacher only: trained, not evaluated
+    for cfg in (c for row, c in specs.matrix(p).items() if row != specs.TEACHER):  # evaluated
         out.append(steps_of(cfg, 2 * p["n_cost_repeats"], batch=64, what="cost: timed steps"))
         m000 = {"SM": 1, "IG": p["n_ig_steps"], "SG": p["n_samples_wang2020"], "UG": p["n_samples_wang2020"]}
         for name, rows in m000.items():      # attack_auc_wang2020
@@ -77,5 +43,5 @@ def _matrix_work(p):
 
 
 DECLARATIONS = {
-    "matrix": Declaration(_matrix_models, _matrix_work),
+    "matrix": Declaration(lambda p: list(specs.matrix(p).values()), _matrix_work),
 }

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from robattr import data, timing, zoo
 from robattr.report import papers, verdicts, viz
 from robattr.chapters.crosspaper.matrix import training_cost
+from robattr.chapters.crosspaper.specs import BASELINE_ROWS, TEACHER, row_methods
 
 __all__ = ["training_rows", "BASELINE_ROWS", "not_run_rows", "load_row_models", "PAPERS",
            "set_matrix_scale", "print_citations", "at_l2_against_madry", "NOT_RECORDED",
@@ -32,37 +32,29 @@ __all__ = ["training_rows", "BASELINE_ROWS", "not_run_rows", "load_row_models", 
 
 #: the five papers by chapter key, in the book's order
 PAPERS = ("wang2020", "wangkong2023", "wangkong2025", "joo2023", "lim2021")
-#: the value of the parameter ``baselines`` -> its row
-BASELINE_ROWS = {"ATEX": "ATEX", "IGA": "IGA / ART", "AdvAAT": "AdvAAT"}
 #: why a cost cell is empty
 NOT_RECORDED = "not recorded: the zoo kept no such record when this model was trained"
 
 
+#: the papers that train or evaluate each row of :func:`training_rows`
+_SOURCES = {"CE": "-", "AT-linf": "wang2020, wangkong2023",
+            "AT-l2": "wang2020 (at a larger radius)", "TRADES": "wangkong2023, wangkong2025",
+            "IG-NORM": "wang2020, wangkong2023, wangkong2025", "IGR": "wangkong2025",
+            "SSR": "wang2020", "Hessian": "joo2023", "l2": "joo2023", "l2+cosd": "joo2023",
+            "ATEX": "joo2023 (a baseline)",
+            "IGA / ART": "joo2023 (IGA, a baseline), wangkong2023 (ART)",
+            "AdvAAT": "wangkong2023"}
+
+
 def training_rows(at_l2_eps: float) -> dict:
     """Every row the matrix can have: ``{row: (zoo method, its hyper-parameters (each loss's
-    defaults otherwise), the papers that train or evaluate it)}``. ``at_l2_eps`` is the ℓ2
+    defaults otherwise), the papers that train or evaluate it)}``, the methods of
+    :func:`~robattr.chapters.crosspaper.specs.row_methods`. ``at_l2_eps`` is the ℓ2
     radius (pixel units) of the row AT-l2 (7-step ℓ2 PGD training, step a quarter of it).
-    ATEX's teacher, the CE model's zoo key, is set by :func:`load_row_models`."""
-    if isinstance(at_l2_eps, bool) or not isinstance(at_l2_eps, (int, float)) or at_l2_eps <= 0:
-        raise ValueError(f"at_l2_eps must be a number > 0, got {at_l2_eps!r}")
-    at_l2 = dict(norm="l2", eps=at_l2_eps, steps=7, step_size=at_l2_eps / 4)
-    return {
-        "CE": ("ce", {}, "-"),
-        "AT-linf": ("at", {}, "wang2020, wangkong2023"),
-        "AT-l2": ("at", at_l2, "wang2020 (at a larger radius)"),
-        "TRADES": ("trades", {}, "wangkong2023, wangkong2025"),
-        # wang2020 Table 1's batch: its l1 term is summed over the batch
-        "IG-NORM": ("ig_norm", dict(batch_size=16), "wang2020, wangkong2023, wangkong2025"),
-        "IGR": ("igr", {}, "wangkong2025"),
-        "SSR": ("ssr", {}, "wang2020"),
-        "Hessian": ("hessian", {}, "joo2023"),
-        "l2": ("l2", {}, "joo2023"),
-        "l2+cosd": ("l2_cosd", {}, "joo2023"),
-        # the papers' baselines (parameter baselines)
-        "ATEX": ("atex", {}, "joo2023 (a baseline)"),
-        "IGA / ART": ("iga", {}, "joo2023 (IGA, a baseline), wangkong2023 (ART)"),
-        "AdvAAT": ("advaat", {}, "wangkong2023"),
-    }
+    ATEX's teacher, the CE model's zoo key, is set by
+    :func:`~robattr.chapters.crosspaper.specs.matrix`."""
+    return {row: (method, hp, _SOURCES[row])
+            for row, (method, hp) in row_methods(at_l2_eps).items()}
 
 
 def not_run_rows(baselines: Sequence[str]) -> dict:
@@ -74,23 +66,20 @@ def not_run_rows(baselines: Sequence[str]) -> dict:
     return {row: viz.NOT_RUN for b, row in BASELINE_ROWS.items() if b not in baselines}
 
 
-def load_row_models(dataset: str, arch: str, rows: dict, names: Sequence[str],
-                    **common) -> tuple[dict, dict]:
-    """The zoo model of each row of ``names`` (``rows`` as :func:`training_rows` returns
-    them; ``common``: the keyword arguments of ``zoo.get_model`` shared by every row).
-    ATEX's teacher is the CE model of the same settings (loaded or trained here if CE is not
-    a row). Returns ``(models, teachers)``, both ``{row: model}``."""
-    missing = [n for n in names if n not in rows]
-    if missing:
-        raise ValueError(f"rows {missing} are not known; known: {list(rows)}")
-    models, teachers = {}, {}
-    for name in tqdm(names, desc="zoo"):
-        method, hp, _ = rows[name]
-        if method == "atex":
-            teachers["CE"] = (models["CE"] if "CE" in models
-                              else zoo.get_model(dataset, arch, "ce", **common))
-            hp = dict(teacher=teachers["CE"].zoo_meta["key"])
-        models[name] = zoo.get_model(dataset, arch, method, **common, **hp)
+def load_row_models(specs: dict, **shared) -> tuple[dict, dict]:
+    """The zoo model of each row of ``specs`` (``row -> spec``, what
+    :func:`~robattr.chapters.crosspaper.specs.matrix` returns), through
+    :func:`robattr.zoo.get_models` with the ``shared`` keyword arguments (``device``,
+    ``progress``). ATEX's teacher, the CE model of the same settings, is the row CE or,
+    when CE is not a row, the spec labelled :data:`~robattr.chapters.crosspaper.specs.
+    TEACHER`. Returns ``(models, teachers)``, both ``{row: model}`` (``teachers``:
+    ``{"CE": model}`` when ATEX is a row, else empty)."""
+    models = zoo.get_models(specs, **shared)
+    teachers = {}
+    if TEACHER in models:
+        teachers["CE"] = models.pop(TEACHER)
+    elif any(spec.get("method") == "atex" for spec in specs.values()):
+        teachers["CE"] = models["CE"]
     return models, teachers
 
 

@@ -188,7 +188,8 @@ def certificate_line(violations: pd.Series, own_cos: pd.Series, n_attacked: int,
                      T: float) -> str:
     """The line that reports wangkong2025's certificate check: violations per row and in
     all, and the smallest cosine at the certified budget against ``T``."""
-    return (f"wangkong2025 certificate: violations per row {violations.astype(int).to_dict()}; "
+    per_row = ", ".join(f"{r} {int(v)}" for r, v in violations.items())
+    return (f"wangkong2025 certificate: violations per row: {per_row}; "
             f"total {int(violations.sum())} of {n_attacked} attacked inputs; smallest cosine at "
             f"the own budget {own_cos.min():.4f} (T = {T})")
 
@@ -310,7 +311,9 @@ def rank_change_lines(again: pd.DataFrame) -> str:
     for what in ("rps_Grad", "retrieval"):
         r = {s: again[f"{what} ({s})"].rank(ascending=False).to_dict()
              for s in ("above", "new inputs")}
+        text = {s: ", ".join(f"{row} {rank:g}" for row, rank in ranks.items())
+                for s, ranks in r.items()}
         lines.append(f"{what} ranks (1 = most robust; tied values share a rank): above "
-                     f"{r['above']}; new inputs {r['new inputs']}: "
+                     f"{text['above']}; new inputs {text['new inputs']}: "
                      f"{'the same' if r['above'] == r['new inputs'] else 'they change'}")
     return "\n".join(lines)

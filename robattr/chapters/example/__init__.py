@@ -1,5 +1,7 @@
 """The example chapter: what only its notebooks use (see robattr.chapters).
 
+``specs``            the zoo models each notebook trains, declared once (for ``robattr plan``
+                     too)
 ``attack_tour``      every attack on one image and every training loss on one dataset
                      (attacks_and_defenses)
 ``maps``             every attribution method on one image, and the second-derivative check
@@ -10,4 +12,5 @@
 """
 from robattr.chapters._exports import exports
 
-__getattr__, __dir__ = exports(__name__, ("attack_tour", "maps", "ig_completeness", "noise"))
+__getattr__, __dir__ = exports(__name__, ("specs", "attack_tour", "maps", "ig_completeness",
+                                          "noise"))

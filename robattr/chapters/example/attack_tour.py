@@ -19,12 +19,12 @@ import pandas as pd
 import torch
 from torch import nn
 
-from robattr import attacks, metrics, train, zoo
+from robattr import attacks, metrics
 from robattr.report import viz
 from robattr.attributions import grad, reduce_channels
 
 __all__ = ["run_every_attack", "attacked_inputs", "attack_metrics_table", "plot_attacked_maps",
-           "topk_attack_vs_noise", "attack_vs_noise_report", "own_losses", "loss_table",
+           "topk_attack_vs_noise", "attack_vs_noise_report", "loss_table",
            "plot_cost_vs_stability"]
 
 #: the name of the random-noise row of :func:`attacked_inputs`
@@ -143,19 +143,19 @@ def attack_vs_noise_report(curves: pd.DataFrame, k: int) -> str:
     return "\n".join(lines)
 
 
-def loss_table(dataset: str, arch: str, x: torch.Tensor, y: torch.Tensor, losses: Sequence[str],
-               *, epochs: int, seed: int, eps: float, device="auto") -> pd.DataFrame:
-    """One row per training loss of ``losses``: the zoo's Softplus(3) model of each, its test
-    accuracy, its accuracy under a 10-step ℓ∞ PGD of size ``eps`` on ``(x, y)``, the RPS
-    stability of its Grad map (mean cosine under uniform noise of size ``eps``, 4 draws),
-    seconds per epoch and peak training memory, and the last two relative to ``"ce"``
-    (which must be among ``losses``)."""
-    if "ce" not in losses:
-        raise ValueError(f"losses must include 'ce', the reference of the ratios, got {losses}")
+def loss_table(models: dict, x: torch.Tensor, y: torch.Tensor, *, seed: int,
+               eps: float) -> pd.DataFrame:
+    """One row per ``loss -> zoo model`` of ``models`` (the Softplus(3) models of
+    :func:`~robattr.chapters.example.specs.attacks_and_defenses`): its test accuracy, its
+    accuracy under a 10-step ℓ∞ PGD of size ``eps`` on ``(x, y)``, the RPS stability of its
+    Grad map (mean cosine under uniform noise of size ``eps``, 4 draws), seconds per epoch
+    and peak training memory, and the last two relative to ``"ce"`` (which must be among
+    ``models``)."""
+    if "ce" not in models:
+        raise ValueError(f"models must include 'ce', the reference of the ratios, got "
+                         f"{list(models)}")
     rows = []
-    for name in losses:
-        m = zoo.get_model(dataset, arch, name, epochs=epochs, seed=seed, activation="softplus",
-                          beta=3.0, device=device, progress=False)
+    for name, m in models.items():
         meta = m.zoo_meta
         x_pgd = attacks.pgd(m, x, y, eps=eps, steps=10,
                             generator=torch.Generator().manual_seed(seed))
@@ -170,14 +170,6 @@ def loss_table(dataset: str, arch: str, x: torch.Tensor, y: torch.Tensor, losses
     table["time vs CE"] = table["s / epoch"] / table.loc["ce", "s / epoch"]
     table["memory vs CE"] = table["peak memory (MB)"] / table.loc["ce", "peak memory (MB)"]
     return table
-
-
-def own_losses() -> list[str]:
-    """The training losses of ``robattr.train`` that the five papers propose (the baselines
-    they compare against left out: those appear in their chapters)."""
-    from robattr.catalog import BASELINE_LOSSES
-
-    return [n for n in train.LOSSES if n not in BASELINE_LOSSES]
 
 
 def plot_cost_vs_stability(table: pd.DataFrame, stability: str):

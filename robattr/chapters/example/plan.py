@@ -2,20 +2,13 @@
 from __future__ import annotations
 
 from robattr.catalog import TEST_SIZES
-from robattr.cost import Declaration, attack, attr, family, flat, fwd, grads, grads2, pgd, spec
-
-
-def _digits_saliency_models(p):
-    return [spec(p["dataset"], p["arch"], epochs=p["epochs"], seed=p["seed"])]
+from robattr.chapters.example import specs
+from robattr.cost import Declaration, attack, attr, family, flat, fwd, grads, grads2, pgd
 
 
 def _digits_saliency_work(p):
     fam = family(p["dataset"], p["arch"])
     return [grads(fam, p["n_show"], 1, 10, "Grad maps"), fwd(fam, TEST_SIZES.get(p["dataset"], 0))]
-
-
-def _attribution_methods_models(p):
-    return [spec(p["dataset"], p["arch"], epochs=p["epochs"], seed=0)]
 
 
 def _all_maps(fam, images, n, steps, epochs):
@@ -39,31 +32,20 @@ def _attribution_methods_work(p):
                grads(fam, 8, 340, 10, "IG completeness: 2 CNNs x 5 rules x m = 4..256")])
 
 
-def _own_losses():
-    """The losses the worked example trains: robattr's, without the papers' baselines."""
-    from robattr.catalog import BASELINE_LOSSES
-    from robattr.train import LOSSES
-
-    return [name for name in LOSSES if name not in BASELINE_LOSSES]
-
-
-def _attacks_models(p):
-    return [spec(p["dataset"], p["arch"], epochs=p["epochs"], seed=0)] + [
-        spec(p["dataset"], p["arch"], name, epochs=p["train_epochs"], seed=p["seed"],
-             activation="softplus", beta=3.0) for name in _own_losses()]
-
-
 def _attacks_work(p):
     fam, n = family(p["dataset"], p["arch"]), p["n_eval"]
     out = flat(attack(fam, 1, p["steps"], surrogate=True, what="five attacks") for _ in range(5))
-    for _ in _own_losses():
+    for _ in [k for k in specs.attacks_and_defenses(p) if k != specs.ATTACKED]:   # loss table
         out += pgd(fam, n, 10) + [grads(fam, n, 5, what="RPS")]
     out += flat(attack(fam, 1, p["steps"], surrogate=True, what="budgets") for _ in range(4))
     return out
 
 
 DECLARATIONS = {
-    "attacks_and_defenses": Declaration(_attacks_models, _attacks_work),
-    "attribution_methods": Declaration(_attribution_methods_models, _attribution_methods_work),
-    "digits_saliency": Declaration(_digits_saliency_models, _digits_saliency_work),
+    "attacks_and_defenses": Declaration(lambda p: list(specs.attacks_and_defenses(p).values()),
+                                        _attacks_work),
+    "attribution_methods": Declaration(lambda p: list(specs.attribution_methods(p).values()),
+                                       _attribution_methods_work),
+    "digits_saliency": Declaration(lambda p: list(specs.digits_saliency(p).values()),
+                                   _digits_saliency_work),
 }

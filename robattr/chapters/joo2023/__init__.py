@@ -1,7 +1,8 @@
 """The joo2023 chapter: what only its notebooks use (see robattr.chapters).
 
-``models``  the models its notebooks train (003's regularisers, the units of their λ, the
-            zoo options and Table 1's blocks of models)
+``specs``   the zoo models each notebook trains, declared once (for ``robattr plan`` too):
+            003's regularisers, the units of their λ, the shared training options
+``models``  the trained models' printed names, Table 1's blocks, a model at several seeds
 ``compare`` Table 1's comparisons of training methods, with one model per method or several
 ``seeds``   the seed-to-seed spread of standard training behind Table 1's comparisons of
             training methods (CE at several seeds, the table's cells on each)
@@ -15,5 +16,5 @@
 """
 from robattr.chapters._exports import exports
 
-__getattr__, __dir__ = exports(__name__, ("compare", "models", "seeds", "table1", "figures", "cost",
-                                          "theory", "toy"))
+__getattr__, __dir__ = exports(__name__, ("specs", "compare", "models", "seeds", "table1",
+                                          "figures", "cost", "theory", "toy"))

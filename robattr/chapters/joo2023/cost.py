@@ -69,22 +69,21 @@ def cost_reasons(wide: pd.DataFrame) -> dict:
                             if c.endswith("paper (x CE)") and built[c].isna().any()}}
 
 
-def lambda_grid(dataset: str, arch: str, params: dict, options: dict, X, Y,
-                ce_meta: dict) -> tuple[pd.DataFrame, dict]:
+def lambda_grid(models: dict, params: dict, X, Y, ce_meta: dict) -> tuple[pd.DataFrame, dict]:
     """ℓ2 + cosd at every ``(grid_lam, grid_lam_cos)`` of the parameters (``run.params``:
-    also ``train_eps``, ``reg_units``, the RPS settings, ``protocol`` and ``seed``), each
-    evaluated by Grad RPS on ``(X, Y)``. Returns the table (accuracy, Grad RPS and its
+    also the RPS settings, ``protocol`` and ``seed``), the models of ``models`` labelled
+    :func:`~robattr.chapters.joo2023.specs.grid_label`, each evaluated by Grad RPS on
+    ``(X, Y)``. Returns the table (accuracy, Grad RPS and its
     standard error, recorded time per epoch over CE's ``ce_meta``) and ``(λ, λ_c) ->
     per-image Grad RPS``."""
-    from robattr import zoo
     from robattr.attributions import grad
+    from robattr.chapters.joo2023.specs import grid_label
     from robattr.metrics import PROTOCOLS, rps
 
     p, rows, per_image = params, [], {}
     for lc in p["grid_lam_cos"]:
         for lm in p["grid_lam"]:
-            m = zoo.get_model(dataset, arch, "l2_cosd", lam=lm, lam_cos=lc, eps=p["train_eps"],
-                              units=p["reg_units"], **options)
+            m = models[grid_label(lm, lc)]
             r = rps(m, grad, X, Y, eps=p["rps_eps"], n_samples=p["rps_samples"],
                     clamp=PROTOCOLS[p["protocol"]]["rps_clamp"],
                     generator=torch.Generator(device=X.device).manual_seed(p["seed"]))

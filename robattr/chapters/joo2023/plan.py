@@ -2,78 +2,9 @@
 from __future__ import annotations
 
 from robattr.catalog import TEST_SIZES
-from robattr.chapters.joo2023.models import regularizers
+from robattr.chapters.joo2023 import specs
 from robattr.cost import (Declaration, attack, curve, family, flat, fwd, grads, grads2, hvps,
-                          input_values, no_data, no_models, spec, steps_of)
-
-
-def _joo_specs(p, common):
-    d, a = p["dataset"], p["arch"]
-    regs = regularizers(lam=p["lam"], lam_cos=p["lam_cos"], train_eps=p["train_eps"],
-                        hessian_lam=p["hessian_lam"], units=p["reg_units"])
-    return [spec(d, a, method, **hp, **common) for method, hp in regs.values()]
-
-
-def _joo_train(p):
-    """The training options the joo2023 notebooks pass to every zoo model."""
-    return dict(epochs=p["epochs"], lr=p["lr"], batch_size=p["batch_size"],
-                optimizer=p["optimizer"], weight_decay=p["weight_decay"],
-                milestones=p["milestones"])
-
-
-def _joo_common(p):
-    return dict(activation="softplus", beta=p["beta"], **_joo_train(p))
-
-
-def _baseline_specs(p, arch, baselines, common):
-    """003's baselines a block trains (``baselines``) on ``arch``: ATEX distils the block's
-    CE model, named by its zoo key (the key the notebook reads from ``zoo_meta``, computed
-    here from the same settings and the same environment), IGA with 003's lambda."""
-    from robattr import zoo
-
-    d, out = p["dataset"], []
-    if "ATEX" in baselines:
-        out.append(spec(d, arch, "atex", teacher=zoo.config_hash(d, arch, "ce", **common),
-                        **common))
-    if "IGA" in baselines:
-        out.append(spec(d, arch, "iga", lam=p["iga_lam"], **common))
-    return out
-
-
-def _table1_models(p):
-    common = _joo_common(p)
-    broken = spec(p["dataset"], p["arch"], "cosd", lam_cos=p["break_lam_cos"], eps=p["train_eps"],
-                  units=p["reg_units"], **common)
-    seeds = [spec(p["dataset"], p["arch"], "ce", seed=s, **common)
-             for s in range(1, p["ce_seeds"])]     # the seed-to-seed spread of CE
-    regs = regularizers(lam=p["lam"], lam_cos=p["lam_cos"], train_eps=p["train_eps"],
-                        hessian_lam=p["hessian_lam"], units=p["reg_units"])
-    seeded = [spec(p["dataset"], p["arch"], method, seed=s, **hp, **common)
-              for method, hp in regs.values() for s in range(1, p["reg_seeds"])
-              if not (method == "ce" and s < p["ce_seeds"])]      # CE's are the spread's
-    return (_joo_specs(p, common) + _baseline_specs(p, p["arch"], p["baselines"], common)
-            + seeds + seeded + [broken] + _resnet_specs(p))
-
-
-def _resnet_common(p):
-    """The second block's training options: the first block's, with its own optimiser."""
-    return {**_joo_common(p), "optimizer": p["resnet_optimizer"],
-            "weight_decay": p["resnet_weight_decay"]}
-
-
-def _resnet_specs(p):
-    """The second block of Table 1 (``resnet_arch``; none when it is empty): 003's four
-    models with the block's weights, then the baselines of ``resnet_baselines`` (ATEX's
-    teacher is this block's CE model)."""
-    a = p.get("resnet_arch") or ""
-    if not a:
-        return []
-    d, common = p["dataset"], _resnet_common(p)
-    regs = regularizers(lam=p["lam"], lam_cos=p["lam_cos"], train_eps=p["train_eps"],
-                        hessian_lam=p["resnet_hessian_lam"], units=p["reg_units"])
-    regs["l2"][1]["lam"] = p["resnet_l2_lam"]
-    out = [spec(d, a, method, **hp, **common) for method, hp in regs.values()]
-    return out + _baseline_specs(p, a, p["resnet_baselines"], common)
+                          input_values, no_data, no_models, steps_of)
 
 
 def _resnet_work(p):
@@ -119,23 +50,12 @@ def _table1_work(p):
     return out + curve(fam, n, 20, "broken maps: insertion") * 2 + _resnet_work(p)
 
 
-def _table2_models(p):
-    common = _joo_common(p)
-    grid = [spec(p["dataset"], p["arch"], "l2_cosd", lam=lm, lam_cos=lc, eps=p["train_eps"],
-                 units=p["reg_units"], **common) for lc in p["grid_lam_cos"] for lm in p["grid_lam"]]
-    return _joo_specs(p, common) + grid
-
-
 def _table2_work(p):
     fam = family(p["dataset"], p["arch"])
     out = [steps_of(cfg, 2 * p["timing_rounds"], batch=p["batch_size"], what="timed steps")
-           for cfg in _joo_specs(p, _joo_common(p))]
+           for label, cfg in specs.table2_cost(p).items() if label in specs.REGULARIZERS]
     n_grid = len(p["grid_lam_cos"]) * len(p["grid_lam"])
     return out + [grads(fam, p["n_eval"], p["rps_samples"] + 1, n_grid, "grid RPS")]
-
-
-def _alignment_models(p):
-    return _joo_specs(p, _joo_common(p)) + [spec(p["dataset"], p["arch"], "ce", **_joo_train(p))]
 
 
 def _alignment_work(p):
@@ -167,8 +87,10 @@ def _toy_work(p):
 
 
 DECLARATIONS = {
-    "table1_robustness": Declaration(_table1_models, _table1_work),
-    "table2_cost": Declaration(_table2_models, _table2_work),
-    "theory_alignment": Declaration(_alignment_models, _alignment_work),
+    "table1_robustness": Declaration(lambda p: list(specs.table1_robustness(p).values()),
+                                     _table1_work),
+    "table2_cost": Declaration(lambda p: list(specs.table2_cost(p).values()), _table2_work),
+    "theory_alignment": Declaration(lambda p: list(specs.theory_alignment(p).values()),
+                                    _alignment_work),
     "toy_fig1": Declaration(no_models, _toy_work, data=no_data),
 }

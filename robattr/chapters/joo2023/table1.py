@@ -161,20 +161,19 @@ def seeded_table(per_seed: dict, n_seeds: int) -> pd.DataFrame:
                         index=[f"seed {s}" for s in range(n_seeds)]).T
 
 
-def seeded_cells(dataset: str, arch: str, specs: dict, models: dict, n_seeds: int,
-                 options: dict, X, Y, X_all, Y_all, settings: dict) -> dict:
+def seeded_cells(models: dict, n_seeds: int, X, Y, X_all, Y_all, settings: dict) -> dict:
     """``(model, attribution, metric) -> seeds x images`` of the compared cells
-    (:data:`~robattr.chapters.joo2023.seeds.SEED_CELLS`) of every regulariser of ``specs``,
-    at seeds 0 (``models``) to ``n_seeds - 1``."""
-    from robattr import zoo
+    (:data:`~robattr.chapters.joo2023.seeds.SEED_CELLS`) of 003's four models, at seeds 0
+    to ``n_seeds - 1``, taken from a notebook's ``{label: model}`` ``models``
+    (:func:`~robattr.chapters.joo2023.models.seed_models`)."""
     from robattr.chapters.joo2023.compare import per_image_cells
+    from robattr.chapters.joo2023.models import seed_models
+    from robattr.chapters.joo2023.specs import BASELINES, REGULARIZERS
 
     per_seed = {}
-    for reg, (method, hp) in specs.items():
-        at_seed = [models[reg]] + [zoo.get_model(dataset, arch, method, seed=s, **options, **hp)
-                                   for s in range(1, n_seeds)]
+    for reg in (r for r in REGULARIZERS if r not in BASELINES):
         cells = [per_image_cells(m, X, Y, METHODS, X_all=X_all, Y_all=Y_all, **settings)
-                 for m in at_seed]
+                 for m in seed_models(models, reg, n_seeds)]
         for cell in cells[0]:
             per_seed[(reg, *cell)] = np.stack([c[cell] for c in cells])
     return per_seed

@@ -34,19 +34,18 @@ FIG3B_TERMS = [
     (r"$\varepsilon^2\|P_\perp H\hat\delta\|^2/4\|a\|^2$ (no pooling switch)", "second_order", True)]
 
 
-def float64_models(dataset: str, arch: str, specs: dict, options: dict, log=print):
-    """The zoo models of ``specs`` (Softplus, ``options``) and the ReLU CE model (``options``
-    without the activation), each in float64 on the CPU in eval mode, their test accuracies
-    printed: ``(label -> model, ReLU model)``."""
-    from robattr import zoo
+def float64_models(models: dict, log=print):
+    """A notebook's zoo models (``{label: model}``, :func:`~robattr.chapters.joo2023.specs.
+    theory_alignment`), each in float64 on the CPU in eval mode, their test accuracies
+    printed: ``(label -> Softplus model, the ReLU CE model)``."""
+    from robattr.chapters.joo2023.specs import RELU_CE
 
     trained = {}
-    for label, (method, hp) in specs.items():
-        m = zoo.get_model(dataset, arch, method, **options, **hp)
-        trained[label] = m.double().cpu().eval()
-        log(f"{label:8s} test accuracy {m.zoo_meta['test_acc']:.3f}")
-    relu_options = {k: v for k, v in options.items() if k not in ("activation", "beta")}
-    relu_model = zoo.get_model(dataset, arch, "ce", **relu_options).double().cpu().eval()
+    for label, m in models.items():
+        if label != RELU_CE:
+            trained[label] = m.double().cpu().eval()
+            log(f"{label:8s} test accuracy {m.zoo_meta['test_acc']:.3f}")
+    relu_model = models[RELU_CE].double().cpu().eval()
     log(f"ReLU CE  test accuracy {relu_model.zoo_meta['test_acc']:.3f}")
     return trained, relu_model
 

@@ -1,5 +1,6 @@
 """The lim2021 chapter: what only its notebooks use (see robattr.chapters).
 
+``specs``     the zoo models each notebook trains, declared once (for ``robattr plan`` too)
 ``evaluate``  the chapter's shared evaluation steps: every explainer's mask, the attacks'
               random twins, per-image scores, the chapter's model, RelEx's two maskings,
               and the theory notebook's checks of 004's Theorem 1
@@ -12,5 +13,5 @@
 """
 from robattr.chapters._exports import exports
 
-__getattr__, __dir__ = exports(__name__, ("evaluate", "classes", "transfer", "sweep", "theory",
-                                          "figures"))
+__getattr__, __dir__ = exports(__name__, ("specs", "evaluate", "classes", "transfer", "sweep",
+                                          "theory", "figures"))

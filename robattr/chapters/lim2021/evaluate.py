@@ -8,7 +8,8 @@ What the chapter's notebooks repeat, in one place:
 * :func:`random_twin`: the control of every attack, Gaussian noise of the attack's l2 size;
 * :func:`mask_scores`: per-image retrieval, relevance and similarity of a batch of masks;
 * :func:`per_image`: one stored per-image tensor as a float NumPy array;
-* :func:`chapter_model`: a zoo model, or the user's weights (004's ImageNet ResNet-50s);
+* :func:`chapter_model`, :func:`chapter_models`: a zoo model, or the user's weights (004's
+  ImageNet ResNet-50s); a notebook's models, declared in :mod:`.specs`;
 * :func:`compare_maskings`, :func:`masking_table`, :func:`plot_maskings`: RelEx's two
   maskings (pixels, 004's normalised input) on the same images;
 * :func:`masking_view`, :func:`masked_input`, :func:`masked_retrieval`: the network and
@@ -34,7 +35,8 @@ from torch import nn
 from robattr.attributions.postprocess import MASK_KINDS, to_mask  # noqa: F401  (re-exported)
 
 __all__ = ["MASK_KINDS", "to_mask", "gradient_explainers", "all_masks", "random_twin",
-           "mask_scores", "per_image", "chapter_model", "compare_maskings", "masking_table",
+           "mask_scores", "per_image", "chapter_model", "chapter_models", "compare_maskings",
+           "masking_table",
            "plot_maskings", "masking_view", "masked_input", "masked_retrieval", "SMALL_NET_KINDS", "random_small_net", "random_masked_rows",
            "confident_images", "thm1_violations", "thm1_covered", "thm1_along_directions"]
 
@@ -187,6 +189,28 @@ def chapter_model(dataset: str, arch: str, method: str = "ce", *, weights: str =
                       "method": f"user weights ({method} in the chapter's naming)",
                       "config": {"dataset": str(dataset), "method": method}}
     return model
+
+
+def chapter_models(specs: Mapping[str, dict], params: Mapping, device="auto") -> dict:
+    """``label -> model`` of the chapter's models (:data:`~robattr.chapters.lim2021.specs.
+    CHAPTER_MODELS`) that a notebook's parameters ``params`` (``run.params``) have a weights
+    parameter for, in that order: the zoo's models of ``specs`` (the notebook's function of
+    :mod:`~robattr.chapters.lim2021.specs`, through :func:`robattr.zoo.get_models`), the
+    others loaded from their weights file (:func:`chapter_model`)."""
+    from robattr import zoo
+    from robattr.chapters.lim2021.specs import CHAPTER_MODELS
+    from robattr.utils import get_device
+
+    dev = get_device(device)
+    trained = zoo.get_models(specs, device=dev, progress=False)
+    out = {}
+    for label, (method, weights) in CHAPTER_MODELS.items():
+        if label in trained:
+            out[label] = trained[label]
+        elif params.get(weights):
+            out[label] = chapter_model(params["dataset"], params["arch"], method,
+                                       weights=params[weights], device=dev)
+    return out
 
 
 def compare_maskings(model: nn.Module, x: torch.Tensor, target: torch.Tensor, *, epochs: int,

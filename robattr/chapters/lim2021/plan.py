@@ -2,17 +2,8 @@
 from __future__ import annotations
 
 from robattr.catalog import NUM_CLASSES
-from robattr.cost import Declaration, attack, attr, curve, family, flat, fwd, grads, pgd, spec
-
-
-def _natural(p):
-    """robattr.chapters.lim2021.chapter_model: the zoo's model unless the user gives weights."""
-    return [] if p.get("weights") else [spec(p["dataset"], p["arch"], epochs=p["epochs"])]
-
-
-def _natural_and_at(p):
-    return _natural(p) + ([] if p.get("robust_weights")
-                          else [spec(p["dataset"], p["arch"], "at", epochs=p["epochs"])])
+from robattr.chapters.lim2021 import specs
+from robattr.cost import Declaration, attack, attr, curve, family, flat, fwd, grads, pgd
 
 
 def _gradient_explainers(fam, n, p, deeplift=True):
@@ -100,8 +91,11 @@ def _theory_relex_work(p):
 
 
 DECLARATIONS = {
-    "clean_classes": Declaration(_natural, _clean_classes_work),
-    "targeted_transfer": Declaration(_natural, _targeted_work),
-    "theory_relex": Declaration(_natural_and_at, _theory_relex_work),
-    "untargeted": Declaration(_natural_and_at, _untargeted_work),
+    "clean_classes": Declaration(lambda p: list(specs.clean_classes(p).values()),
+                                 _clean_classes_work),
+    "targeted_transfer": Declaration(lambda p: list(specs.targeted_transfer(p).values()),
+                                     _targeted_work),
+    "theory_relex": Declaration(lambda p: list(specs.theory_relex(p).values()),
+                                _theory_relex_work),
+    "untargeted": Declaration(lambda p: list(specs.untargeted(p).values()), _untargeted_work),
 }

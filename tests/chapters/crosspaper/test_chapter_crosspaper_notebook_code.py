@@ -68,23 +68,21 @@ def test_not_run_rows_are_the_baselines_left_out():
 
 
 def test_load_row_models_teaches_atex_with_the_ce_model(monkeypatch):
-    calls = []
+    asked = []
 
-    def get_model(dataset, arch, method, **kw):
-        calls.append((method, kw.get("teacher")))
-        return fake_model(f"{method}-key")
+    def get_models(specs, **shared):
+        asked.append((list(specs), shared))
+        return {label: fake_model(f"{spec['method']}-key") for label, spec in specs.items()}
 
-    monkeypatch.setattr(rows.zoo, "get_model", get_model)
-    spec = E.training_rows(0.25)
-    models, teachers = E.load_row_models("digits", "cnn", spec, ["ATEX", "CE"], epochs=1)
-    assert list(models) == ["ATEX", "CE"] and list(teachers) == ["CE"]
-    assert calls == [("ce", None), ("atex", "ce-key"), ("ce", None)]
-    calls.clear()
-    models, teachers = E.load_row_models("digits", "cnn", spec, ["CE", "ATEX"])
-    assert calls == [("ce", None), ("atex", "ce-key")]     # the CE row is the teacher
-    assert teachers["CE"] is models["CE"]
-    with pytest.raises(ValueError, match="not known"):
-        E.load_row_models("digits", "cnn", spec, ["Madry"])
+    monkeypatch.setattr(rows.zoo, "get_models", get_models)
+    spec = {"ATEX's teacher (CE)": {"method": "ce"}, "ATEX": {"method": "atex"}}
+    models, teachers = E.load_row_models(spec, device="cpu")
+    assert asked == [(["ATEX's teacher (CE)", "ATEX"], {"device": "cpu"})]
+    assert list(models) == ["ATEX"] and teachers["CE"].zoo_meta["key"] == "ce-key"
+    models, teachers = E.load_row_models({"CE": {"method": "ce"}, "ATEX": {"method": "atex"}})
+    assert list(models) == ["CE", "ATEX"] and teachers["CE"] is models["CE"]   # the CE row
+    models, teachers = E.load_row_models({"CE": {"method": "ce"}, "SSR": {"method": "ssr"}})
+    assert teachers == {}                                     # no ATEX, no teacher
 
 
 def test_set_matrix_scale_names_the_models_and_their_architecture(monkeypatch):
@@ -231,7 +229,7 @@ def test_certificate_line_and_evidence():
     m[("wangkong2025", "cos_at_own_budget_min")] = [0.95, 0.9, 0.99]
     viol = pd.Series([0, 1, 0], index=m.index, dtype=float)
     line = E.certificate_line(viol, m[("wangkong2025", "cos_at_own_budget_min")], 24, 0.8)
-    assert line == ("wangkong2025 certificate: violations per row {'CE': 0, 'AT': 1, 'SSR': 0}; "
+    assert line == ("wangkong2025 certificate: violations per row: CE 0, AT 1, SSR 0; "
                     "total 1 of 24 attacked inputs; smallest cosine at the own budget 0.9000 "
                     "(T = 0.8)")
     ev = E.certificate_evidence(m, 0.8, 1.0)
@@ -287,8 +285,8 @@ def test_rank_change_lines_say_whether_ranks_change():
                           "retrieval (new inputs)": [0.5, 1.0], "retrieval (above)": [1.0, 0.5]},
                          index=["CE", "AT"])
     lines = E.rank_change_lines(again).splitlines()
-    assert lines[0].endswith("above {'CE': 1.0, 'AT': 2.0}; new inputs {'CE': 1.0, 'AT': 2.0}: "
-                             "the same")
+    assert lines[0].endswith("above CE 1, AT 2; new inputs CE 1, AT 2: the same")
+    assert "{" not in lines[1] and "CE 2, AT 1" in lines[1]
     assert lines[1].endswith("they change")
 
 

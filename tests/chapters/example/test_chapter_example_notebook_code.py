@@ -119,8 +119,7 @@ def test_own_losses_leave_out_the_baselines_and_loss_table_needs_ce():
     own = EX.own_losses()
     assert "ce" in own and not set(own) & set(BASELINE_LOSSES)
     with pytest.raises(ValueError, match="ce"):
-        EX.loss_table("digits", "cnn", images(), torch.tensor([0, 1]), ["at"], epochs=1, seed=0,
-                      eps=0.1)
+        EX.loss_table({"at": tiny_model()}, images(), torch.tensor([0, 1]), seed=0, eps=0.1)
 
 
 def test_plot_cost_vs_stability_labels_every_loss():

@@ -3,7 +3,6 @@ moved into robattr.chapters.joo2023). Small models and synthetic tables: seconds
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -12,7 +11,7 @@ import torch
 from torch import nn
 
 from robattr.chapters import joo2023
-from robattr.chapters.joo2023 import cost, models, table1, theory, toy
+from robattr.chapters.joo2023 import cost, models, specs, table1, theory, toy
 
 PARAMS = dict(beta=3.0, epochs=2, lr=1e-3, batch_size=64, optimizer="adam", weight_decay=0.0,
               milestones=[], lam=0.1, lam_cos=1.0, train_eps=4 / 255, hessian_lam=1e-3,
@@ -27,33 +26,32 @@ def test_model_names():
     assert models.model_name("mlp", 0.5) == "MLP with Softplus(0.5)"
 
 
-def test_zoo_options_from_the_parameters():
-    opts = models.zoo_options(PARAMS, "cpu")
+def test_train_options_from_the_parameters():
+    opts = specs.train_options(PARAMS)
     assert opts == dict(activation="softplus", beta=3.0, epochs=2, lr=1e-3, batch_size=64,
-                        optimizer="adam", weight_decay=0.0, milestones=[], progress=False,
-                        device="cpu")
-    assert "device" not in models.zoo_options(PARAMS)
-    relu = models.zoo_options(PARAMS, softplus=False)
+                        optimizer="adam", weight_decay=0.0, milestones=[])
+    relu = specs.train_options(PARAMS, softplus=False)
     assert "activation" not in relu and "beta" not in relu and relu["epochs"] == 2
     with pytest.raises(KeyError, match="lr"):
-        models.zoo_options({k: v for k, v in PARAMS.items() if k != "lr"})
+        specs.train_options({k: v for k, v in PARAMS.items() if k != "lr"})
 
 
-def test_regularizer_specs_and_baselines():
-    specs = models.regularizer_specs(PARAMS)
-    assert list(specs) == ["CE only", "Hessian", "l2", "l2+Cosd"]
-    assert specs["Hessian"][1]["lam"] == 1e-3
-    assert models.regularizer_specs(PARAMS, hessian_lam=1e-5)["Hessian"][1]["lam"] == 1e-5
-    assert specs["l2+Cosd"] == ("l2_cosd", dict(lam=0.1, lam_cos=1.0, eps=4 / 255,
-                                                units="normalized"))
-    ce = SimpleNamespace(zoo_meta={"key": "abc123"})
-    base = models.baseline_specs(ce, iga_lam=2.0)
-    assert base == {"ATEX": ("atex", {"teacher": "abc123"}), "IGA": ("iga", {"lam": 2.0})}
+def test_regularizers_in_the_tables_order():
+    regs = specs.regularizers(lam=0.1, lam_cos=1.0, train_eps=4 / 255, hessian_lam=1e-3)
+    assert list(regs) == ["CE only", "Hessian", "l2", "l2+Cosd"]
+    assert regs["Hessian"][1]["lam"] == 1e-3
+    assert regs["l2+Cosd"] == ("l2_cosd", dict(lam=0.1, lam_cos=1.0, eps=4 / 255,
+                                               units="normalized"))
 
 
-def test_table_models_rejects_an_unknown_baseline_before_training():
-    with pytest.raises(ValueError, match="unknown baselines"):
-        models.table_models("digits", "cnn", {}, ["SmoothGrad"], 1.0, {})
+def test_block_and_seed_models_pick_a_notebooks_models_by_label():
+    zoo_models = {"l2": "a", "CE only": "b", "ATEX": "c", "lenet CE only": "d",
+                  "CE only, seed 1": "e", "CE only, seed 2": "f"}
+    assert models.block(zoo_models) == {"CE only": "b", "ATEX": "c", "l2": "a"}   # row order
+    assert models.block(zoo_models, prefix="lenet ") == {"CE only": "d"}
+    assert models.seed_models(zoo_models, "CE only", 3) == ["b", "e", "f"]
+    with pytest.raises(KeyError):
+        models.seed_models(zoo_models, "l2", 2)
 
 
 # --------------------------------------------------------------------------- table1
@@ -392,5 +390,5 @@ def test_smaller_compares_means_over_pairs():
 
 def test_the_package_reexports_the_moved_functions():
     for name in ("evaluate", "metric_table", "cost_rows", "random_theorem6_cases", "MaxEnt",
-                 "plot_insertion_curves", "table_models", "zoo_options"):
+                 "plot_insertion_curves", "block", "train_options", "table1_robustness"):
         assert callable(getattr(joo2023, name))
