@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["exports"]
+__all__ = ["exports", "CHEAP"]
+
+#: The submodules of a chapter that ``robattr plan`` reads, torch-free: asking the package
+#: for one of them imports that module only.
+CHEAP = ("plan", "specs")
 
 
 def exports(package: str, modules: tuple[str, ...]):
@@ -38,9 +42,10 @@ def exports(package: str, modules: tuple[str, ...]):
     def __getattr__(name: str):
         if name == "__all__":
             return sorted(table())
-        # a dunder, a private name or a submodule (``plan``) is not a re-exported name:
-        # answering it must not load the chapter's modules
-        if name.startswith("_") or name in modules or name == "plan":
+        # a dunder, a private name or a submodule (``plan``, ``specs``: read by ``robattr
+        # plan`` without torch) is not a re-exported name: answering it must not load the
+        # chapter's modules
+        if name.startswith("_") or name in modules or name in CHEAP:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         if name in table():
             return getattr(found[name], name)
