@@ -1,5 +1,7 @@
 """The wangkong2023 chapter: what only its notebooks use (see robattr.chapters).
 
+``specs``        the zoo models of each notebook, declared once (for the notebooks and for
+                 ``robattr plan``)
 ``tables``       the bookkeeping of 001's Tables 6-10 around :func:`robattr.bounds.evaluate_bounds`:
                  random reference, crossings, wide tables, the linear-share verdict
 ``ig_jacobian``  the ig_gradient notebook's studies: C.1's Jacobian of IG (steps, beta, synthetic
@@ -14,5 +16,5 @@
 """
 from robattr.chapters._exports import exports
 
-__getattr__, __dir__ = exports(__name__, ("tables", "table_runs", "ig_jacobian", "exact_checks",
-                                           "model_checks", "figures"))
+__getattr__, __dir__ = exports(__name__, ("specs", "tables", "table_runs", "ig_jacobian",
+                                           "exact_checks", "model_checks", "figures"))

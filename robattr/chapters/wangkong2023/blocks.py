@@ -25,17 +25,15 @@ def fallback_scale(dataset: str, ref_dim: int) -> float:
 
 
 def table78_runs(blocks: Sequence[str], *, dataset: str, paper_dataset: str, eps_l2,
-                eps_linf, ref_dim: int, root=None, echo=print) -> list[dict]:
+                 eps_linf, ref_dim: int, root=None, echo=print) -> list[dict]:
     """The runs of 001's Tables 7-8 (App. D.2), one dict per block: ``label`` (the tables'
     dataset), ``dataset`` (robattr's), ``eps_l2`` and ``eps_linf`` (budget labels as the
     tables print them, e.g. ``"4/255"``; :func:`robattr.blocks.eps_value` reads them) and
-    ``l2_scale`` (the
-    factor applied to the ℓ2 budgets).
+    ``l2_scale`` (the factor applied to the ℓ2 budgets).
 
     Each block of ``blocks`` (keys of :data:`TABLE78`) whose data are here
     (:func:`robattr.blocks.select`; ``echo`` gets a line per block skipped) runs on its own
-    data set at the
-    paper's budgets, unscaled. With no blocks, or none whose data are here, one run on
+    data set at the paper's budgets, unscaled. With no blocks, or none whose data are here, one run on
     ``dataset`` beside the ``paper_dataset`` rows, at ``eps_l2`` / ``eps_linf``, its ℓ2 budgets
     scaled by ``sqrt(d / ref_dim)`` (the same root-mean-square change per pixel)."""
     from robattr.report import papers

@@ -21,21 +21,10 @@ from torch import nn
 
 from robattr.bounds import deviation as D
 
-__all__ = ["zoo_softplus_model", "random_softplus_checks", "quadratic_weight_check", "steps_study",
+__all__ = ["random_softplus_checks", "quadratic_weight_check", "steps_study",
            "beta_study", "beta_cells", "tiny_softplus_cnn", "unit_directions", "linearity_study",
            "linearization_ratios", "maxpool_jumps", "residual_at", "b1_cells", "imagenet_resnet",
            "resized_photo", "lanczos_checks", "along_text", "dense_refusal"]
-
-
-def zoo_softplus_model(dataset: str, arch: str, method: str, *, epochs: int, beta: float,
-                       device: str, activation: str = "softplus") -> nn.Module:
-    """The zoo model (seed 0, eval mode) of ``arch`` trained with ``method``: Softplus(``beta``)
-    when ``activation`` is "softplus", else the zoo's default activation (ReLU)."""
-    from robattr import zoo
-
-    kw = dict(activation="softplus", beta=beta) if activation == "softplus" else {}
-    return zoo.get_model(dataset, arch, method, epochs=epochs, seed=0, device=device,
-                         progress=False, **kw).eval()
 
 
 def random_softplus_checks(rng: np.random.Generator, n_nets: int, seed: int) -> dict:

@@ -2,16 +2,9 @@
 from __future__ import annotations
 
 from robattr.catalog import TEST_SIZES
+from robattr.chapters.wangkong2023 import specs
 from robattr.cost import (Declaration, bounds_wangkong2023, family, flat, fwd, grads, grads2, hvps,
-                          input_values, numpy_draws, spec)
-
-
-def _ig_gradient_models(p):
-    d, e = p["dataset"], p["train_epochs"]
-    soft = dict(activation="softplus", beta=p["beta"])
-    return [spec(d, p["arch"], p["model_method"], epochs=e, seed=0, **soft),
-            spec(d, "cnn", p["model_method"], epochs=e, seed=0, **soft),
-            spec(d, "cnn", p["model_method"], epochs=e, seed=0)]
+                          input_values, numpy_draws)
 
 
 def _ig_gradient_work(p):
@@ -34,26 +27,6 @@ def _ig_gradient_work(p):
                   hvps(res, 1, 1, 2 * p["lanczos_max_iter"], "ResNet-18 Lanczos")]
 
 
-def _t78(p):
-    """The Tables 7-8 runs of wangkong2023/tables_bounds (robattr.chapters.wangkong2023.blocks.table78_runs)."""
-    from robattr.chapters.wangkong2023.blocks import table78_runs
-
-    return table78_runs(p["blocks"], dataset=p["dataset"], paper_dataset=p["paper_dataset"],
-                            eps_l2=p["eps_l2"], eps_linf=p["eps_linf"], ref_dim=p["ref_dim"],
-                            echo=None)
-
-
-def _tables_bounds_models(p):
-    def get(name, ds):
-        return spec(ds, p["arch"], name, epochs=p["train_epochs"], seed=0, activation="softplus",
-                    beta=p["beta"])
-
-    blocks = [get(name, b["dataset"]) for b in _t78(p) for name in p["models"]]
-    rest = list(p["table6_models"]) + list(p["t910_models"]) + ["ig_norm"]
-    seeds = [{**get("ce", p["dataset"]), "seed": s} for s in range(1, p["t910_seeds"])]
-    return blocks + [get(name, p["dataset"]) for name in rest] + seeds
-
-
 def _tables_bounds_data(p):
     from robattr.chapters.wangkong2023.blocks import TABLE78
 
@@ -74,7 +47,7 @@ def _tables_bounds_work(p):
         return (bounds_wangkong2023(fam, dataset, n, r, norm, steps, ds)
                 + [grads(fam, n, r, 2, "random deviation")])
 
-    for b in _t78(p):
+    for b in specs.t78_runs(p):
         for nm in ("l2", "linf"):
             out += flat(bounds(b["dataset"], p["n_eval"], rows, nm)
                         for _ in p["models"] for _ in b[f"eps_{nm}"])
@@ -98,12 +71,6 @@ def _tables_bounds_work(p):
     return out + [fwd(family(d, p["arch"]), TEST_SIZES.get(d, 0), 4, what="correct images")]
 
 
-def _theory_bounds_models(p):
-    soft = dict(epochs=p["train_epochs"], seed=0, activation="softplus", beta=p["beta"])
-    return [spec(p["dataset"], p["arch"], p["model_method"], **soft),
-            spec(p["dataset"], "cnn", p["model_method"], **soft)]
-
-
 def _theory_bounds_work(p):
     fam, n, d = family(p["dataset"], p["arch"]), p["n_eval"], p["dataset"]
     pix = input_values(d)
@@ -121,9 +88,14 @@ def _theory_bounds_work(p):
     return out
 
 
+def _models(specs_of):
+    """The Declaration's models: the notebook's specs (robattr.chapters.wangkong2023.specs)."""
+    return lambda p: list(specs_of(p).values())
+
+
 DECLARATIONS = {
-    "ig_gradient": Declaration(_ig_gradient_models, _ig_gradient_work),
-    "tables_bounds": Declaration(_tables_bounds_models, _tables_bounds_work,
+    "ig_gradient": Declaration(_models(specs.ig_gradient), _ig_gradient_work),
+    "tables_bounds": Declaration(_models(specs.tables_bounds), _tables_bounds_work,
                                  data=_tables_bounds_data),
-    "theory_bounds": Declaration(_theory_bounds_models, _theory_bounds_work),
+    "theory_bounds": Declaration(_models(specs.theory_bounds), _theory_bounds_work),
 }

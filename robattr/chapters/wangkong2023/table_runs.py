@@ -2,13 +2,13 @@
 
 :class:`Attacks` holds the attack settings shared by every cell and turns one (model, images,
 norm, ε) into a run (:func:`robattr.bounds.evaluate_bounds` plus the random reference and each
-case's image). Around it: the models and images (:func:`zoo_model_getter`, :func:`first_correct`,
-:func:`common_correct`), the training objectives of AdvAAT and ART (:func:`objective_term`), our
-means beside the paper's (:func:`show_beside`, :func:`block_table`, :func:`table6_frame`,
-:func:`table910_frame`, :func:`show_table910`), the crossings (:func:`crossings_t78`,
-:func:`crossings_t6`, :func:`crossings_t910`), the pooled claims (:func:`judged`,
-:func:`judged_bounds`, :func:`n_images`),
-Table 10's AT against CE (:func:`ce_seed_spreads`, :func:`at_vs_ce`) and the exercise's budget
+case's image). Around it: the images (:func:`first_correct`, :func:`common_correct`; the models
+are :func:`robattr.chapters.wangkong2023.specs.tables_bounds`), the training objectives of AdvAAT
+and ART (:func:`objective_term`), our means beside the paper's (:func:`show_beside`,
+:func:`block_table`, :func:`table6_frame`, :func:`table910_frame`, :func:`show_table910`), the
+crossings (:func:`crossings_t78`, :func:`crossings_t6`, :func:`crossings_t910`), the pooled claims
+(:func:`judged`, :func:`judged_bounds`, :func:`n_images`), Table 10's AT against CE
+(:func:`ce_seed_spreads`, :func:`at_vs_ce`) and the exercise's budget
 growth (:func:`budget_growth`).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from robattr.chapters.wangkong2023.tables import (bound_summary, bound_table, ca
                                                   linear_share, random_deviation, side_by_side)
 
 __all__ = ["MODEL_LABELS", "ATTRIBUTION_LABELS", "QUANTITY_LABELS", "NO_REF", "LINF_NO_TP",
-           "OBJECTIVE_TERMS", "Attacks", "zoo_model_getter", "first_correct", "common_correct",
+           "OBJECTIVE_TERMS", "Attacks", "first_correct", "common_correct",
            "objective_term", "show_beside", "block_table", "table6_frame", "table910_frame",
            "show_table910", "crossings_t78", "crossings_t6", "crossings_t910", "judged", "judged_bounds",
            "n_images",
@@ -80,17 +80,6 @@ class Attacks:
         return r
 
 
-def zoo_model_getter(arch: str, *, epochs: int, beta: float, device: str, dataset: str):
-    """``get(name, ds=dataset)``: the zoo's Softplus(``beta``) model of ``arch`` trained with the
-    loss ``name`` on ``ds`` (seed 0, ``epochs`` epochs, on ``device``)."""
-    from robattr import zoo
-
-    def get(name: str, ds: str = dataset):
-        return zoo.get_model(ds, arch, name, epochs=epochs, seed=0, activation="softplus",
-                             beta=beta, device=device, progress=False)
-    return get
-
-
 def first_correct(model, n: int, xs: torch.Tensor, ys: torch.Tensor, device):
     """The first ``n`` images of ``xs`` (labels ``ys``) that ``model`` classifies correctly, on
     ``device``, and their indices (a numpy array: the image each case belongs to)."""
@@ -108,16 +97,16 @@ def common_correct(models: dict, xs: torch.Tensor, ys: torch.Tensor, n: int, dev
     return ok.nonzero()[:, 0][:n]
 
 
-def objective_term(name: str, get, x: torch.Tensor, y: torch.Tensor) -> tuple[str, float, float]:
-    """AdvAAT's or ART's training objective (loss ``name``, see :data:`OBJECTIVE_TERMS`) at the
-    model ``get(name)`` on ``(x, y)``: what its attribution term is, the term (λ times the logged
-    value) and the cross-entropy at the attacked input."""
+def objective_term(name: str, model, x: torch.Tensor, y: torch.Tensor) -> tuple[str, float, float]:
+    """AdvAAT's or ART's training objective (loss ``name``, see :data:`OBJECTIVE_TERMS`) at
+    ``model`` (the one trained with it) on ``(x, y)``: what its attribution term is, the term
+    (λ times the logged value) and the cross-entropy at the attacked input."""
     from robattr.train import make_loss
 
     if name not in OBJECTIVE_TERMS:
         raise ValueError(f"name must be one of {sorted(OBJECTIVE_TERMS)}, got {name!r}")
     loss_fn, (key, what) = make_loss(name), OBJECTIVE_TERMS[name]
-    _, logs = loss_fn(get(name), x, y)
+    _, logs = loss_fn(model, x, y)
     return what, loss_fn.lam * float(logs[key]), float(logs["ce_adv"])
 
 

@@ -1,6 +1,8 @@
 """The wangkong2025 chapter: what only its notebooks use (see robattr.chapters).
 
-``inputs``     the test inputs in a seeded random order and the zoo's Softplus models
+``specs``      the zoo models of each notebook, declared once (for the notebooks and for
+               ``robattr plan``)
+``inputs``     the test inputs in a seeded random order
 ``reports``    our tables beside the paper's: the kept reference runs' columns, Tables 5-7's
                budgets shown whole
 ``tables``     the certified_eps notebook's steps for 002's Tables 5-7: a block's inputs and
@@ -19,6 +21,5 @@
 """
 from robattr.chapters._exports import exports
 
-__getattr__, __dir__ = exports(__name__, ("inputs", "reports", "tables", "certified", "radii",
-                                          "attack", "center", "montecarlo",
-                                          "theory"))
+__getattr__, __dir__ = exports(__name__, ("specs", "inputs", "reports", "tables", "certified",
+                                          "radii", "attack", "center", "montecarlo", "theory"))

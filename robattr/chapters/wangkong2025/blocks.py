@@ -12,12 +12,12 @@ __all__ = ["TABLE567", "table567_runs"]
 #: (robattr's dataset name, the table of its certified budgets). ImageNet has no name: it is
 #: the user's ImageFolder, and only a standard (pretrained) model, as in Table 7.
 TABLE567 = {"MNIST": ("mnist", "wangkong2025_table5"),
-                         "CIFAR-10": ("cifar10", "wangkong2025_table6"),
-                         "ImageNet": (None, "wangkong2025_table7")}
+            "CIFAR-10": ("cifar10", "wangkong2025_table6"),
+            "ImageNet": (None, "wangkong2025_table7")}
 
 
 def table567_runs(blocks: Sequence[str], *, dataset: str, imagenet_dir: str = "",
-                   imagenet_weights: str = "", root=None, echo=print) -> list[dict]:
+                  imagenet_weights: str = "", root=None, echo=print) -> list[dict]:
     """The runs of 002's Tables 5-7 (App. C.4), one dict per block: ``label`` (the tables'
     dataset), ``dataset`` (robattr's name, or the ImageNet folder), ``table`` (the paper's
     table of that block), ``size``, ``split`` and ``weights`` (ImageNet's pretrained standard

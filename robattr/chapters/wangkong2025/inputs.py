@@ -1,15 +1,16 @@
 """The wangkong2025 chapter's inputs and models, shared by its notebooks.
 
 * :func:`test_inputs`: ``n`` inputs of a data set's split in a random order fixed by a seed;
-* :func:`softplus_models`: the zoo's Softplus models, one per training loss.
+* :func:`model_device`: where a dict of models runs.
+
+The zoo's Softplus models, one per training loss, are declared in
+:mod:`robattr.chapters.wangkong2025.specs`.
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 
-__all__ = ["test_inputs", "softplus_models", "model_device"]
+__all__ = ["test_inputs", "model_device"]
 
 
 def test_inputs(name: str, n: int, seed: int, *, split: str = "test",
@@ -26,16 +27,6 @@ def test_inputs(name: str, n: int, seed: int, *, split: str = "test",
     x = torch.stack([ds[int(i)][0] for i in idx])
     y = torch.tensor([int(ds[int(i)][1]) for i in idx])
     return x, y
-
-
-def softplus_models(dataset: str, arch: str, methods: Sequence[str], *, epochs: int,
-                    beta: float, device) -> dict:
-    """The zoo's Softplus(``beta``) ``arch`` models on ``dataset`` (``epochs`` epochs, seed 0),
-    one per training loss of ``methods``, by loss."""
-    from robattr import zoo
-
-    return {m: zoo.get_model(dataset, arch, m, epochs=epochs, seed=0, activation="softplus",
-                             beta=beta, device=device, progress=False) for m in methods}
 
 
 def model_device(models: dict) -> torch.device:

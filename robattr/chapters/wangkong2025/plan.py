@@ -1,19 +1,20 @@
 """The cost declarations of the wangkong2025 chapter's notebooks, for ``robattr plan``."""
 from __future__ import annotations
 
+from robattr.chapters.wangkong2025 import specs
 from robattr.cost import (Declaration, attack, eigh, family, grads, no_data, no_models,
-                          numpy_draws, spec)
+                          numpy_draws)
 
 
-def _smoothed_models(p):
-    return [spec(p["dataset"], p["arch"], m, epochs=p["epochs"], seed=0, activation="softplus",
-                 beta=p["beta"]) for m in p["methods"]]
+def _models(specs_of):
+    """The Declaration's models: the notebook's specs (robattr.chapters.wangkong2025.specs)."""
+    return lambda p: list(specs_of(p).values())
 
 
 def _attack_check_work(p):
     fam, n, ig = family(p["dataset"], p["arch"]), p["n_eval"], p["ig_steps"]
     out = []
-    for _ in p["methods"]:
+    for _ in specs.attack_check(p):
         for _ in p["radii"]:
             out += [grads(fam, n, p["n_cert"] * ig, what="budgets")]
             out += attack(fam, n, p["steps"], p["n_attack"] * ig, restarts=p["restarts"],
@@ -22,30 +23,12 @@ def _attack_check_work(p):
     return out + [grads(fam, 1, p["n_check"] * ig, 2, "exercise")]
 
 
-def _center_models(p):
-    return [spec(p["dataset"], p["arch"], p["method"], epochs=p["epochs"], seed=0,
-                 activation="softplus", beta=p["beta"])]
-
-
 def _center_work(p):
     fam = family(p["dataset"], p["arch"])
     return [grads(fam, 1, p["n_pred"] + p["n_cert"], p["n_eval"], "center smoothing"),
             grads(fam, 1, p["n_ball"], p["n_eval"], "ball smoothing"),
             grads(fam, p["n_fig"], p["n_ball"] * p["ig_steps"], 2, "Fig. 3"),
             numpy_draws(3 * 20000 * 5)]
-
-
-def _t567(p):
-    """The Tables 5-7 runs of wangkong2025/certified_eps (robattr.chapters.wangkong2025.blocks.table567_runs)."""
-    from robattr.chapters.wangkong2025.blocks import table567_runs
-
-    return table567_runs(p["blocks"], dataset=p["dataset"], imagenet_dir=p["imagenet_dir"],
-                             imagenet_weights=p["imagenet_weights"], echo=None)
-
-
-def _certified_models(p):
-    return [spec(r["dataset"], p["arch"], m, epochs=p["epochs"], seed=0, activation="softplus",
-                 beta=p["beta"]) for r in _t567(p) if not r.get("weights") for m in p["methods"]]
 
 
 def _certified_data(p):
@@ -58,11 +41,11 @@ def _certified_data(p):
 
 def _certified_work(p):
     out = []
-    for i, r in enumerate(_t567(p)):
+    for i, r in enumerate(specs.t567_runs(p)):
         if r.get("weights"):
             fam, n_models = family(shape=(3, 224, 224), arch="resnet50", classes=1000), 1
         else:
-            fam, n_models = family(r["dataset"], p["arch"]), len(p["methods"])
+            fam, n_models = family(r["dataset"], p["arch"]), len(specs.block_specs(p, r))
         k = len(p["radii"]) + (len(p["radii_extra"]) if i == 0 else 0)
         out.append(grads(fam, p["n_eval"], p["n_samples"] * p["ig_steps"], k * n_models,
                          "smoothed IG"))
@@ -82,9 +65,10 @@ def _ball_smoothing_work(p):
 
 
 DECLARATIONS = {
-    "attack_check": Declaration(_smoothed_models, _attack_check_work),
-    "center_smoothing": Declaration(_center_models, _center_work),
-    "certified_eps": Declaration(_certified_models, _certified_work, data=_certified_data),
+    "attack_check": Declaration(_models(specs.attack_check), _attack_check_work),
+    "center_smoothing": Declaration(_models(specs.center_smoothing), _center_work),
+    "certified_eps": Declaration(_models(specs.certified_eps), _certified_work,
+                                 data=_certified_data),
     "montecarlo": Declaration(no_models, _montecarlo_work, data=no_data),
     "theory_ball_smoothing": Declaration(no_models, _ball_smoothing_work, data=no_data),
 }

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robattr.chapters.wangkong2025.inputs import model_device, softplus_models, test_inputs
+from robattr.chapters.wangkong2025.inputs import model_device, test_inputs
 
 __all__ = ["MODEL_LABELS", "block_inputs", "certified_budgets", "mean_budgets",
            "threshold_ratio_violations", "k_T"]
@@ -33,14 +33,14 @@ def k_T(T, corrected: bool = True):
     return np.sqrt(1 - T**2) if corrected else np.sqrt(1 / T**2 - 1)
 
 
-def block_inputs(run: dict, *, methods, arch: str, epochs: int, beta: float, n_eval: int,
-                 seed: int, device):
-    """``(x, y, models)`` of one block (a :func:`~robattr.chapters.wangkong2025.blocks.table567_runs` run):
-    ``n_eval`` inputs of its split drawn in a random order fixed by ``seed``, and a model per
-    training loss of ``methods`` from the zoo (Softplus(``beta``) ``arch``, ``epochs`` epochs),
-    or, for a block with a weights file (ImageNet), only the pretrained standard ResNet-50
-    under ``"ce"`` (Table 7's only row). ``x`` and ``y`` are on the models' device."""
-    from robattr import data
+def block_inputs(run: dict, specs: dict, *, n_eval: int, seed: int, device):
+    """``(x, y, models)`` of one block (a :func:`~robattr.chapters.wangkong2025.blocks.table567_runs`
+    run): ``n_eval`` inputs of its split drawn in a random order fixed by ``seed``, and the zoo
+    models of ``specs`` (its ``{loss: spec}``,
+    :func:`~robattr.chapters.wangkong2025.specs.block_specs`) by loss, or, for a block with a
+    weights file (ImageNet), only the pretrained standard ResNet-50 under ``"ce"`` (Table 7's
+    only row). ``x`` and ``y`` are on the models' device."""
+    from robattr import data, zoo
     from robattr.blocks import pretrained
 
     name = run["dataset"]
@@ -49,7 +49,7 @@ def block_inputs(run: dict, *, methods, arch: str, epochs: int, beta: float, n_e
     if run.get("weights"):
         models = {"ce": pretrained("resnet50", name, run["weights"], device=device)}
     else:
-        models = softplus_models(name, arch, methods, epochs=epochs, beta=beta, device=device)
+        models = zoo.get_models(specs, device=device, progress=False)
     x = x.to(model_device(models))
     return x, y.to(x.device), models
 

@@ -19,8 +19,8 @@ def block(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("ROBATTR_CACHE", str(tmp_path_factory.mktemp("cache")))
     run = table567_runs([], dataset="digits", echo=None)[0]
-    out = wk.block_inputs(run, methods=["ce"], arch="mlp", epochs=1, beta=3.0, n_eval=3, seed=5,
-                          device="cpu")
+    specs = wk.block_specs(dict(arch="mlp", methods=["ce"], epochs=1, beta=3.0), run)
+    out = wk.block_inputs(run, specs, n_eval=3, seed=5, device="cpu")
     yield run, out
     mp.undo()
 
