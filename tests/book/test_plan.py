@@ -6,6 +6,7 @@ every test session; the others are marked slow.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import math
@@ -57,6 +58,30 @@ def test_table3s_cost_cell_steps_each_method_at_ssrs_batch(rounds):
     methods = [json.loads(w.family)["method"] for w in steps]
     assert methods == ["ssr", "at", "ig_norm"]
     assert {json.loads(w.family)["batch_size"] for w in steps} == {64}   # not IG-NORM's own 4
+
+
+def test_models_are_declared_once_in_each_chapters_specs_module():
+    """Issue 40: the models a notebook trains are listed once, in its chapter's ``specs``
+    module, which both the notebook and ``robattr plan`` call; a plan module writes no model
+    spec of its own (``robattr.cost.spec``), and neither module needs torch to be read."""
+    import subprocess
+    import sys
+
+    for chapter in sorted({k.partition("/")[0] for k in KEYS}):
+        plan_src = (ROOT / "robattr" / "chapters" / chapter / "plan.py").read_text()
+        tree = ast.parse(plan_src)
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+                 getattr(n.func, "id", getattr(n.func, "attr", None)) == "spec"]
+        assert not calls, f"robattr/chapters/{chapter}/plan.py writes model specs itself " \
+            f"(lines {[n.lineno for n in calls]}); they belong in its specs module"
+        assert (ROOT / "robattr" / "chapters" / chapter / "specs.py").is_file(), chapter
+    code = ("import sys, robattr.chapters as c\n"
+            "for k in sorted({d.partition('/')[0] for d in c.declarations()}):\n"
+            "    __import__(f'robattr.chapters.{k}.plan'); __import__(f'robattr.chapters.{k}.specs')\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.strip()
+    assert out == "False", "reading the plan and specs modules imports torch"
 
 
 def test_three_notebooks_train_nothing():
