@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from robattr.book import builder, cli, html
-from robattr.book.notebooks import discover
+from robattr.book.notebooks import discover, read_parameters
 from robattr.book.params import (ParameterError, bad_examples, check_notebook, check_values,
                             parse_rule, read_cell)
 
@@ -217,3 +217,20 @@ def test_a_bad_value_is_blamed_on_its_own_parameter():
         check_values(params, {"delta_min": 1e-4, "delta_max": 0})
     with pytest.raises(ParameterError, match=r"parameter 'delta_min' .* \(not < delta_max = 0.001\)"):
         check_values(params, {"delta_min": 0.01, "delta_max": 0.001})
+
+
+def test_seed_spread_parameters_ask_for_the_verdicts_minimum():
+    """A notebook's seeds for a seed-to-seed spread (``natural_seeds``, ``ce_seeds``,
+    ``t910_seeds``) are checked by their parameter rule against the verdicts' MIN_SEEDS
+    (the models themselves come from the chapters' specs modules, which do not check)."""
+    from robattr.report.verdicts import MIN_SEEDS
+
+    found = 0
+    for path in sorted((ROOT / "notebooks").glob("*/*.ipynb")):
+        for name, p in read_parameters(path).items():
+            if name in ("natural_seeds", "ce_seeds", "t910_seeds"):
+                found += 1
+                assert p.rule.text == f"int >= {MIN_SEEDS}", (path.name, name, p.rule.text)
+                with pytest.raises(ParameterError):
+                    p.rule.check(name, MIN_SEEDS - 1, {})
+    assert found >= 4

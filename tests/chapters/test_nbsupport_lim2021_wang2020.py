@@ -295,11 +295,7 @@ def test_the_seed_rule_on_000s_cells():
                                         **cell) == plain
 
 
-def test_models_at_seeds_refuse_too_few_seeds_or_a_seed_argument():
-    from robattr.seeds import at_seeds, spreads
+def test_spreads_are_the_seed_spread_of_each_cell():
+    from robattr.seeds import spreads
 
-    with pytest.raises(ValueError, match="n_seeds"):
-        at_seeds("digits", "mlp", "ce", 2, None)
-    with pytest.raises(ValueError, match="do not pass seed"):
-        at_seeds("digits", "mlp", "ce", 3, None, seed=4)
     assert spreads({"c": [1.0, 2.0, 3.0]}) == {"c": pytest.approx(1.0)}
