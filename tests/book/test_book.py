@@ -58,6 +58,25 @@ def test_every_notebook_runs_in_the_smoke_profile(built):
     assert set(report.executed) == keys
 
 
+def figure_cells_with_more_than_a_figure(executed: Path) -> list[int]:
+    """The code cells of an executed notebook that carry a figure caption (myst-nb's
+    ``mystnb.figure``) and show more than one rich output: myst-nb wraps each in the figure,
+    under one label, which Sphinx reports as a duplicate target."""
+    cells = json.loads(executed.read_text())["cells"]
+    return [i for i, c in enumerate(cells) if c["cell_type"] == "code"
+            and "figure" in c.get("metadata", {}).get("mystnb", {})
+            and sum(o["output_type"] in ("display_data", "execute_result")
+                    for o in c.get("outputs", [])) > 1]
+
+
+@pytest.mark.slow
+def test_a_figure_cell_shows_one_figure_and_nothing_else(built):
+    dst, _ = built
+    bad = {nb.key: cells for nb in discover(dst)
+           if (cells := figure_cells_with_more_than_a_figure(dst / "book" / f"{nb.key}.ipynb"))}
+    assert not bad, f"figure cells that also show a table or a value (split them): {bad}"
+
+
 @pytest.mark.slow
 def test_every_notebook_asks_the_zoo_for_exactly_its_declared_models(built):
     """robattr plan's declarations (robattr/chapters/<key>/plan.py) against the smoke run:

@@ -188,3 +188,13 @@ def test_the_prologue_comes_right_after_the_imports(path):
     first = next(node for node in body if not isinstance(node, (ast.Import, ast.ImportFrom)))
     assert ast.unparse(first) == "run = robattr.start()", \
         f"{key(path)}: the setup cell's first statement after its imports is {ast.unparse(first)!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=key)
+def test_every_cell_has_its_own_id(path):
+    """nbformat 4.5 cells carry an id, unique in the notebook (a missing or repeated one is
+    a warning today and an error in later nbformat versions)."""
+    ids = [c.get("id") for c in json.loads(path.read_text())["cells"]]
+    assert all(ids), f"{key(path)}: cells without an id: {[i for i, x in enumerate(ids) if not x]}"
+    assert len(set(ids)) == len(ids), f"{key(path)}: repeated cell ids"
+
