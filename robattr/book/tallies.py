@@ -8,14 +8,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["TALLY_COLUMNS", "tallies", "tally_lines", "chapter_tally", "all_tallies",
-           "recorded", "collect_untested", "reference_tallied"]
+__all__ = ["TALLY_COLUMNS", "TALLY_ROWS", "by_category", "tallies", "tally_lines",
+           "chapter_tally", "all_tallies", "recorded", "collect_untested", "reference_tallied"]
 
 
 #: the columns of a paper's two tallies: statements as printed, then empirical claims
 TALLY_COLUMNS = (("statement", "holds"), ("statement", "does not hold"), ("statement", "other"),
                  ("claim", "holds"), ("claim", "holds partly"), ("claim", "does not hold"),
                  ("claim", "inconclusive"), ("claim", "not comparable"))
+#: The reader's name of each of :data:`TALLY_COLUMNS`, a row of the tables (transposed:
+#: a tally's categories run down the page, its runs or papers across, so it fits the page).
+TALLY_ROWS = ("statements: hold as printed", "statements: do not hold as printed",
+              "statements: other", "empirical claims: hold", "empirical claims: hold partly",
+              "empirical claims: do not hold", "empirical claims: inconclusive",
+              "empirical claims: not comparable")
+
+
+def by_category(columns: list[tuple[str, dict]], corner: str = "") -> list[str]:
+    """A Markdown table of tallies, one column per ``(name, counts)`` of ``columns`` and one
+    row per category of :data:`TALLY_ROWS`."""
+    lines = [f"| {corner} | " + " | ".join(name for name, _ in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    for label, cat in zip(TALLY_ROWS, TALLY_COLUMNS):
+        lines.append(f"| {label} | " + " | ".join(str(row[cat]) for _, row in columns) + " |")
+    return lines
 
 
 def tallies(records, kinds_of: dict | None = None) -> dict[str, dict[tuple[str, str], int]]:
@@ -48,21 +64,18 @@ def tallies(records, kinds_of: dict | None = None) -> dict[str, dict[tuple[str, 
 
 def tally_lines(counts: dict[str, dict[tuple[str, str], int]], chapters,
                 label: str = "paper") -> list[str]:
-    """The two tallies as one Markdown table, a row per chapter of ``chapters`` that has
-    records (the papers' chapters; the matrix and the examples count no paper's claims)."""
+    """The two tallies as one Markdown table, a column per chapter of ``chapters`` that has
+    records (the papers' chapters; the matrix and the examples count no paper's claims), a
+    row per category, and a last row for the lines not counted."""
     from robattr.report.papers import CITATIONS
 
-    head = (f"| {label} | statements: hold as printed | do not hold as printed | other | "
-            "claims: hold | partly | do not hold | inconclusive | not comparable | "
-            "checks, demonstrations, questions (not counted) |")
-    lines = [head, "|---|" + "---|" * 9]
-    for chapter in chapters:
-        if chapter not in counts or chapter not in CITATIONS:
-            continue
-        row = counts[chapter]
-        apart = sum(row.get((k, ""), 0) for k in ("check", "demonstration", "question"))
-        lines.append(f"| {chapter} | " + " | ".join(str(row[c]) for c in TALLY_COLUMNS)
-                     + f" | {apart} |")
+    columns = [(chapter, counts[chapter]) for chapter in chapters
+               if chapter in counts and chapter in CITATIONS]
+    lines = by_category(columns, corner=label)
+    apart = [sum(row.get((k, ""), 0) for k in ("check", "demonstration", "question"))
+             for _, row in columns]
+    lines.append("| checks, demonstrations, questions (not counted) | "
+                 + " | ".join(map(str, apart)) + " |")
     return lines + [""]
 
 
@@ -131,17 +144,12 @@ def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
     path = Path(root) / "book" / chapter / "tally.md"
     if not path.parent.is_dir():
         return
-    lines = ["| run | statements: hold as printed | do not hold as printed | other | "
-             "claims: hold | partly | do not hold | inconclusive | not comparable |",
-             "|---|" + "---|" * 8]
     runs = [("this build", counts.get(chapter))] + [
         (f"{name} reference{_stale(ref, chapter)}", ref_counts[name].get(chapter))
         for name, ref in refs.items()]
-    for name, row in runs:
-        if row:
-            lines.append(f"| {name} | " + " | ".join(str(row[c]) for c in TALLY_COLUMNS) + " |")
-    if len(lines) == 2:
-        lines = ["No run of this build has recorded this chapter's statements or claims yet."]
+    runs = [(name, row) for name, row in runs if row]
+    lines = by_category(runs) if runs else [
+        "No run of this build has recorded this chapter's statements or claims yet."]
     text = ("Each statement is tested as printed; each empirical claim is judged by the noise "
             "rules at the scale its line shows. Checks of the book's own arithmetic, "
             "demonstrations and the book's own questions are not counted. The "
