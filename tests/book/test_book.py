@@ -213,9 +213,10 @@ def test_every_kept_reference_is_shown_beside_the_build(built):
 #: the issue is done when this table is empty. Figures without a caption left it at 0: every
 #: figure cell carries its caption, and a new one without fails the check.
 PENDING_PAGES = {
-    "formulas split in two": 16,
-    "tables wider than the page": 18,
-    "raw Python reprs in outputs": 7,
+    # since 2026-11-29 a table in a cell output is measured against the output's box, not
+    # the page's column: crosspaper/matrix's model table and one of wangkong2023/
+    # tables_bounds' still scroll inside theirs (by about 60 px on the quick build)
+    "tables wider than the page": 2,
 }
 
 
