@@ -4,8 +4,6 @@ and the same list for ``robattr plan``."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,12 +25,6 @@ def key(cfg: dict) -> str:
 
     hp = {k: v for k, v in cfg.items() if k not in ("dataset", "arch", "method")}
     return zoo.config_hash(cfg["dataset"], cfg["arch"], cfg["method"], **hp)
-
-
-def test_specs_import_without_torch():
-    code = ("import sys, robattr.chapters.crosspaper.plan, robattr.chapters.crosspaper.specs; "
-            "sys.exit('torch' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
 def test_one_model_per_row_with_the_rows_method_and_shared_settings():
