@@ -3,8 +3,8 @@ would see go wrong: a JavaScript error, TeX that MathJax left untypeset or could
 parse, an image that does not load, a table pandas cut short, a progress bar or a warning
 in a cell's output, "nan" in a table; and, counted per page, what a reader cannot cite or
 read (issue 41): a formula split into two adjacent inline formulas, a figure without a
-caption, a table wider than the page, a raw Python repr (``np.float64(…)``, a dataclass,
-a dict dump) in an output.
+caption, a table wider than the page, pandas' row numbers (0, 1, 2, ...) shown as a
+column, a raw Python repr (``np.float64(…)``, a dataclass, a dict dump) in an output.
 
     problems = check_book(Path("book/_build/html"))      # {page: [problem, ...]}
 
@@ -86,6 +86,16 @@ async () => {
     if (t.getBoundingClientRect().width > box.clientWidth + 1) wide++;
   }
   if (wide) out.push('tables wider than the page: ' + wide);
+  let numbered = 0;
+  for (const t of article.querySelectorAll('table')) {
+    // pandas' default row numbers shown as a column: 0, 1, 2, ... in the first header cells
+    // (a named index, "image" above 0, 1, 2, numbers something and is kept)
+    const named = [...t.querySelectorAll('thead th:first-child')].some(h => h.textContent.trim());
+    const heads = [...t.querySelectorAll('tbody tr')].map(r => r.querySelector('th'));
+    if (!named && heads.length > 1 &&
+        heads.every((h, i) => h && h.textContent.trim() === String(i))) numbered++;
+  }
+  if (numbered) out.push('row numbers shown as a column: ' + numbered);
   let reprs = 0;
   for (const o of document.querySelectorAll('.cell_output pre, .output pre')) {
     const text = o.innerText;

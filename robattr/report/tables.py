@@ -1,8 +1,16 @@
 """The book's tables: a DataFrame shown whole, as HTML, with "—" where a value is missing
 and the reason for each "—" under the table (:func:`show_table`), and the notebook-wide
 display settings that keep pandas from cutting a table (:func:`show_whole_tables`).
+
+A kept reference run's column (``medium ref (mnist, 1a2b3c4, stale)``, as
+:func:`robattr.report.references.label` names it) is headed ``medium ref`` in the HTML, and
+what it is (profile, dataset, commit, whether the notebook changed since) goes into a note
+under the table: a commit hash is provenance, not a column name.
 :mod:`robattr.report.viz` re-exports every name, so notebooks write ``viz.show_table``."""
 from __future__ import annotations
+
+import html as _html
+import re
 
 __all__ = ["MISSING", "MISSING_NOTE", "NOT_BUILT", "NOT_IN_PAPER", "NOT_RUN", "table_html",
            "show_table", "show_whole_tables"]
@@ -18,13 +26,72 @@ NOT_IN_PAPER = "not in the paper: the paper prints no number here"
 NOT_RUN = "not run at this tier: the profile leaves it out (the paper profile runs it)"
 
 
+#: a reference column's label with its provenance: ``<profile> ref (<what>)``
+_REFERENCE = re.compile(r"(\S+) ref \(([^()]*)\)")
+
+
+def _short(label):
+    """A label with each reference's provenance cut: ``deletion (medium ref (mnist, 1a2b3c4))``
+    -> ``deletion (medium ref)``; a MultiIndex tuple part by part; other labels unchanged."""
+    if isinstance(label, tuple):
+        return tuple(_short(part) for part in label)
+    return _REFERENCE.sub(r"\1 ref", label) if isinstance(label, str) else label
+
+
+def _provenance(df) -> tuple[object, list[str]]:
+    """``df`` with its reference labels shortened (:func:`_short`, rows and columns, every
+    level) and one note per reference: ``medium ref: a kept run of the medium profile
+    (mnist, commit 1a2b3c4; made before this notebook last changed)``."""
+    found: dict[str, str] = {}
+    for axis in (df.columns, df.index):
+        for label in axis.to_flat_index():
+            for part in label if isinstance(label, tuple) else (label,):
+                if isinstance(part, str):
+                    for m in _REFERENCE.finditer(part):
+                        found.setdefault(m.group(1), m.group(2))
+    if not found:
+        return df, []
+    notes = []
+    for profile, inner in found.items():
+        bits = []
+        for bit in (b.strip() for b in inner.split(",") if b.strip()):
+            if bit == "stale":
+                bits.append("made before this notebook last changed")
+            elif re.fullmatch(r"[0-9a-f]{7}(\+dirty)?", bit):
+                bits.append(f"commit {bit}")
+            else:
+                bits.append(bit)
+        notes.append(f"{profile} ref: a kept run of the {profile} profile"
+                     + (f" ({'; '.join(bits)})" if bits else ""))
+    renamed = df.rename(columns=_short, index=_short)
+    return renamed, notes
+
+
+def _meaningful_index(df) -> bool:
+    """Whether a table's row labels say something: pandas' default 0, 1, 2, ... (an unnamed
+    RangeIndex from 0) is left out of the page, where it would read as a column of data."""
+    import pandas as pd
+
+    idx = df.index
+    return not (isinstance(idx, pd.RangeIndex) and idx.name is None and idx.start == 0
+                and idx.step == 1)
+
+
+def _notes_html(lines: list[str], css: str) -> str:
+    return f'<p class="{css}">' + "<br>".join(lines) + "</p>" if lines else ""
+
+
 def table_html(df) -> str:
     """A DataFrame as the book shows it: every row and column, and "—" (:data:`MISSING`)
-    instead of NaN, with one line under the table saying what "—" means."""
+    instead of NaN, with one line under the table saying what "—" means, and a kept
+    reference run's provenance in a note, not in its column's name. pandas' default row
+    numbers (0, 1, 2, ...) are left out."""
+    df, refs = _provenance(df)
     html = df.to_html(na_rep=MISSING, notebook=True, max_rows=None, max_cols=None,
-                      border=0)
+                      border=0, index=_meaningful_index(df))
     has_missing = bool(df.isna().to_numpy().any()) if df.size else False
-    return html + (f'<p class="robattr-missing">{MISSING_NOTE}</p>' if has_missing else "")
+    return (html + (f'<p class="robattr-missing">{MISSING_NOTE}</p>' if has_missing else "")
+            + _notes_html([_html.escape(n) for n in refs], "robattr-provenance"))
 
 
 def _label(label) -> str:
@@ -73,9 +140,8 @@ def show_table(df, *, why=None, caption: str | None = None, max_columns: int = 1
     Use :data:`NOT_BUILT`, :data:`NOT_IN_PAPER`, :data:`NOT_RUN` or your own words. A table
     wider than ``max_columns`` is shown transposed when that makes it narrower, so it never
     needs a sideways scroll that hides the paper's numbers beside ours. Returns the
-    ``IPython.display.HTML`` object it displayed (or the HTML string outside IPython)."""
-    import html as _html
-
+    ``IPython.display.HTML`` object it displayed (or the HTML string outside IPython).
+    A kept reference run's column is headed ``medium ref``, its provenance in a note."""
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
@@ -83,15 +149,18 @@ def show_table(df, *, why=None, caption: str | None = None, max_columns: int = 1
     if max_columns < 1:
         raise ValueError(f"max_columns must be >= 1, got {max_columns}")
     reasons = _missing_reasons(df, why)
+    df, refs = _provenance(df)
     shown = df.T if df.shape[1] > max_columns and df.shape[0] < df.shape[1] else df
-    body = shown.to_html(na_rep=MISSING, notebook=True, max_rows=None, max_cols=None, border=0)
+    body = shown.to_html(na_rep=MISSING, notebook=True, max_rows=None, max_cols=None, border=0,
+                         index=_meaningful_index(shown))
     notes = []
     for reason, labels in reasons.items():
-        where = f" ({', '.join(labels)})" if labels else ""
+        where = f" ({', '.join(_short(label) for label in labels)})" if labels else ""
         notes.append(f"{MISSING}{_html.escape(where)}: {_html.escape(reason)}")
     out = (f"<p><b>{_html.escape(caption)}</b></p>" if caption else "") + body
     if notes:
         out += '<p class="robattr-missing">' + "<br>".join(notes) + "</p>"
+    out += _notes_html([_html.escape(n) for n in refs], "robattr-provenance")
     try:
         from IPython.display import HTML, display
     except ImportError:

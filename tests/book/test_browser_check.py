@@ -37,6 +37,12 @@ FAULTS = {
                 "figures without a caption: 1"),
     "wide": ('<article style="width: 300px"><table style="width: 900px"><tr><td>1</td></tr>'
              '</table></article>', "tables wider than the page: 1"),
+    "rownumbers": ('<table><thead><tr><th></th><th>a</th></tr></thead><tbody>'
+                   '<tr><th>0</th><td>x</td></tr><tr><th>1</th><td>y</td></tr></tbody></table>'
+                   '<table><tbody><tr><th>CE</th><td>1</td></tr><tr><th>AT</th><td>2</td></tr>'
+                   '</tbody></table><table><thead><tr><th>image</th><th></th></tr></thead><tbody>'
+                   '<tr><th>0</th><td>x</td></tr><tr><th>1</th><td>y</td></tr></tbody></table>',
+                   "row numbers shown as a column: 1"),
     "repr": ('<div class="cell_output"><pre>np.float64(0.5)</pre><pre>Scale(dataset=1)</pre>'
              '<pre>a plain line</pre></div>', "raw Python reprs in outputs: 2"),
 }

@@ -431,3 +431,37 @@ def test_maps_are_scaled_to_their_largest_value_and_share_one_colour_bar():
                                                 "b": torch.randn(2, 1, 4, 4)})
     assert len(fig.axes) == 3 * 2 + 1                  # the grid and one colour bar
     plt.close(fig)
+
+
+def test_a_reference_column_keeps_its_provenance_out_of_its_header():
+    import pandas as pd
+    from robattr.report import viz
+    from robattr.report.tables import table_html
+
+    cols = pd.MultiIndex.from_tuples([("RPS", "ours"), ("RPS", "medium ref (mnist, 4595cea, stale)"),
+                                      ("RPS", "deletion (medium ref (mnist, 4595cea, stale))")])
+    df = pd.DataFrame([[0.5, np.nan, 0.1]], columns=cols, index=["CE"])
+    why = {("RPS", "medium ref (mnist, 4595cea, stale)"): "not in that run"}
+    for html in (str(getattr(viz.show_table(df, why=why), "data", "")), table_html(df)):
+        assert "4595cea</th>" not in html and "stale)" not in html.split("robattr-provenance")[0]
+        assert ">medium ref</th>" in html and ">deletion (medium ref)</th>" in html
+        note = html.split('class="robattr-provenance">')[1]
+        assert note.startswith("medium ref: a kept run of the medium profile (mnist; commit "
+                               "4595cea; made before this notebook last changed)")
+    assert "— (RPS · medium ref): not in that run" in str(viz.show_table(df, why=why).data)
+    plain = pd.DataFrame({"medium ref": [1.0]})
+    assert "robattr-provenance" not in table_html(plain)
+
+
+def test_a_default_row_number_column_is_left_out_and_row_labels_kept():
+    import pandas as pd
+    from robattr.report import viz
+    from robattr.report.tables import table_html
+
+    numbered = pd.DataFrame({"method": ["Grad", "IG"], "value": [0.5, 0.25]})
+    for html in (table_html(numbered), str(viz.show_table(numbered).data)):
+        assert "<th>0</th>" not in html and "<th>1</th>" not in html and "<td>Grad</td>" in html
+    labelled = numbered.set_index("method")
+    assert "<th>Grad</th>" in table_html(labelled)
+    named = numbered.rename_axis("image")          # a named index is data: kept
+    assert "<th>0</th>" in table_html(named) and "<th>0</th>" in str(viz.show_table(named).data)

@@ -5,7 +5,7 @@
 * :func:`load_row_models`: the rows' zoo models (and ATEX's teacher);
 * :func:`set_matrix_scale`, :func:`print_citations`, :func:`at_l2_against_madry`: the
   notebook's scale line, the papers' citations, the AT-l2 radius beside wang2020's;
-* :func:`cost_table`, :func:`unrecorded_columns`, :func:`cost_against_joo2023`,
+* :func:`cost_table`, :func:`unrecorded_columns`, :func:`show_cost_table`, :func:`cost_against_joo2023`,
   :func:`cost_against_wang2020`, :func:`joo2023_time_ratios`, :func:`too_few_rounds`:
   the controlled and recorded training cost, set beside the papers' tables;
 * :func:`test_subset`: the seeded test images every model is scored on.
@@ -26,7 +26,8 @@ from robattr.chapters.crosspaper.specs import BASELINE_ROWS, TEACHER, row_method
 
 __all__ = ["training_rows", "BASELINE_ROWS", "not_run_rows", "load_row_models", "PAPERS",
            "set_matrix_scale", "print_citations", "at_l2_against_madry", "NOT_RECORDED",
-           "cost_table", "unrecorded_columns", "cost_against_joo2023", "cost_against_wang2020",
+           "cost_table", "unrecorded_columns", "COST_WORDS", "show_cost_table",
+           "cost_against_joo2023", "cost_against_wang2020",
            "joo2023_time_ratios", "joo2023_cost_text", "wang2020_cost_text", "too_few_rounds",
            "test_subset"]
 
@@ -110,9 +111,19 @@ def at_l2_against_madry(at_l2_eps: float) -> str:
             f"{at_l2_eps / madry_eps:.0f} times larger")
 
 
-def _hparams_text(loss: dict) -> str:
-    return ", ".join(f"{a}={b:.4g}" if isinstance(b, float) else f"{a}={b}"
-                     for a, b in loss.items())
+def _hparams_text(loss: dict, names: dict[str, str] | None = None) -> str:
+    """A loss's hyper-parameters as ``a=1, b=x``; a value that is another model's zoo key
+    (ATEX's ``teacher``) is named by its row in ``names`` (``{zoo key: row}``), else "a zoo
+    model": a 64-character hash is no hyper-parameter a reader can read."""
+    names = names or {}
+
+    def value(b):
+        if isinstance(b, float):
+            return f"{b:.4g}"
+        if isinstance(b, str) and len(b) == 64 and all(c in "0123456789abcdef" for c in b):
+            return f"the {names[b]} model" if b in names else "a zoo model"
+        return str(b)
+    return ", ".join(f"{a}={value(b)}" for a, b in loss.items())
 
 
 def cost_table(models: dict, rows: dict, step_times: dict) -> pd.DataFrame:
@@ -124,11 +135,13 @@ def cost_table(models: dict, rows: dict, step_times: dict) -> pd.DataFrame:
     if not models:
         raise ValueError("models must not be empty")
     out = []
+    keys = {m.zoo_meta["key"]: name for name, m in models.items()
+            if isinstance(getattr(m, "zoo_meta", None), dict) and "key" in m.zoo_meta}
     for name, m in models.items():
         c = training_cost(m)
         c["step_seconds"] = float(np.median(step_times[name]))
         out.append(dict(row=name, method=rows[name][0], source=rows[name][2],
-                        hparams=_hparams_text(m.zoo_meta["config"]["loss"]), **c))
+                        hparams=_hparams_text(m.zoo_meta["config"]["loss"], keys), **c))
     cost = pd.DataFrame(out).set_index("row")
     ref = "CE" if "CE" in cost.index else cost.index[0]
     cost["step_vs_CE"] = cost.step_seconds / cost.loc[ref, "step_seconds"]
@@ -141,6 +154,30 @@ def unrecorded_columns(cost: pd.DataFrame) -> list[str]:
     the zoo kept that record)."""
     return [c for c in ("test_acc", "seconds_per_epoch", "train_seconds", "peak_memory_mb",
                         "memory_vs_CE") if cost[c].isna().any()]
+
+
+#: :func:`cost_table`'s columns as the page names them, in two tables: what was trained,
+#: and what its training cost
+COST_WORDS = ({"method": "zoo method", "source": "trained or evaluated in",
+               "hparams": "hyper-parameters", "test_acc": "test accuracy"},
+              {"seconds_per_epoch": "seconds per epoch", "train_seconds": "training time (s)",
+               "peak_memory_mb": "peak memory (MB)", "step_seconds": "one step (s)",
+               "step_vs_CE": "step time (× CE)", "memory_vs_CE": "peak memory (× CE)"})
+
+
+def show_cost_table(cost: pd.DataFrame, not_run: dict[str, str], digits: int = 4) -> None:
+    """:func:`cost_table` shown as two tables that fit the page, columns named in words
+    (:data:`COST_WORDS`): the trained models (method, source, hyper-parameters, accuracy),
+    then their cost; ``not_run`` (row -> reason) adds the rows not trained, shown "—"."""
+    whole = cost.reindex([*cost.index, *not_run]).round(digits)
+    whole.index.name = "row"
+    gaps = {c: NOT_RECORDED for c in unrecorded_columns(cost)}
+    for words, caption in zip(COST_WORDS, ("The trained models", "What each training cost "
+                                           "(one step: the median of the controlled rounds)")):
+        part = whole[list(words)].rename(columns=words)
+        why = {**not_run, **{words[c]: r for c, r in gaps.items() if c in words}}
+        with pd.option_context("display.max_colwidth", None):   # the hyper-parameters whole
+            viz.show_table(part, why=why, caption=caption)
 
 
 def cost_against_joo2023(cost: pd.DataFrame, dataset: str, arch: str) -> pd.DataFrame:

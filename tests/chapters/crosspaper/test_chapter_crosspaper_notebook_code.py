@@ -365,3 +365,32 @@ def test_defense_evidence_lists_every_defense():
     assert E.defense_evidence(g) == (
         "SSR 0.500 vs CE 0.100, and better than CE on 1 of 4 of the other papers' headlines; "
         "AT 0.250 vs CE 0.100, and better than CE on 0 of 4 of the other papers' headlines.")
+
+
+def test_the_cost_table_is_shown_as_two_tables_named_in_words(monkeypatch):
+    from robattr.chapters import crosspaper as E
+
+    shown = []
+    monkeypatch.setattr(E.rows.viz, "show_table",
+                        lambda df, why=None, caption=None: shown.append((df, why, caption)))
+    cost = pd.DataFrame({"method": ["ce", "at"], "source": ["-", "wang2020"], "hparams": ["-", "eps=1"],
+                         "test_acc": [0.9, np.nan], "seconds_per_epoch": [1.0, 2.0],
+                         "train_seconds": [10.0, 20.0], "peak_memory_mb": [3.0, 3.0],
+                         "step_seconds": [0.1, 0.3], "step_vs_CE": [1.0, 3.0],
+                         "memory_vs_CE": [1.0, 1.0]}, index=pd.Index(["CE", "AT-l2"], name="row"))
+    E.show_cost_table(cost, {"ATEX": "not trained"})
+    (models, why1, _), (costs, why2, _) = shown
+    assert list(models.columns) == list(E.COST_WORDS[0].values())
+    assert list(costs.columns) == list(E.COST_WORDS[1].values())
+    assert list(models.index) == ["CE", "AT-l2", "ATEX"] and costs.loc["AT-l2", "step time (× CE)"] == 3.0
+    assert why1 == {"ATEX": "not trained", "test accuracy": E.NOT_RECORDED}
+    assert why2 == {"ATEX": "not trained"}
+    assert not any("_" in c for c in [*models.columns, *costs.columns])
+
+
+def test_a_teacher_key_is_named_by_its_row_not_printed_as_a_hash():
+    key = "ab" * 32
+    text = rows._hparams_text({"eps": 0.015686, "teacher": key, "lam": 3}, {key: "CE"})
+    assert text == "eps=0.01569, teacher=the CE model, lam=3"
+    assert rows._hparams_text({"teacher": key}) == "teacher=a zoo model"
+    assert rows._hparams_text({"units": "normalized"}) == "units=normalized"
