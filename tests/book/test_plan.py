@@ -197,6 +197,31 @@ def test_calibration_is_measured_once_per_device(tmp_path, monkeypatch):
     assert len(files) == 1 and "torch" in files[0].name
 
 
+def test_a_training_step_is_priced_from_passes_timed_as_training_runs_them(tmp_path, monkeypatch):
+    """Training swaps PyTorch's Softplus for the fused one (robattr.train.fused): a step's
+    passes are measured so (``kind|family|fused``), a notebook's own passes are not; a
+    calibration without the fused figures falls back on the plain ones."""
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
+    measured = []
+
+    def fake(kind, fam, device, fused=False):
+        measured.append((kind, fused))
+        return (1e-3, 1e-5) if not fused else (5e-4, 5e-6)
+
+    monkeypatch.setattr(calibration, "_measure_pass", fake)
+    sig = cost.step_signature(cost.zoo_config(cost.spec("digits", "mlp", "ce")))
+    step = cost.Work("step", sig, 10)
+    cal = calibration.calibrate([step, cost.grads(FAM, 4)], "cpu", notebook=False)
+    assert ("grad", False) in measured and ("train", True) in measured
+    assert ("train", False) not in measured
+    assert all(k.endswith(calibration.FUSED) for k in calibration._step_keys(sig))
+    (kind, calls, rows), = cost.step_passes(sig)
+    assert cal.cost(step) == pytest.approx(10 * (calls * 5e-4 + rows * 5e-6))
+    plain = fake_calibration()                        # measured before version 5: no fused keys
+    plain.passes[f"train|{calibration._step_family(sig)}"] = (1e-3, 1e-5)
+    assert plain.cost(step) == pytest.approx(10 * (calls * 1e-3 + rows * 1e-5))
+
+
 def test_calibration_files_carry_the_calibration_version(tmp_path, monkeypatch):
     """A calibration measured the old way (all threads only, on a loaded machine: costs 10
     to 1000 times too high) is not read again: the version is in the file name."""
