@@ -11,7 +11,10 @@ times slower than with one thread: a calibration at the full thread count would 
 the load, and a notebook run that way is slowed as much, which no estimate foresees;
 ``OMP_NUM_THREADS=1`` avoids it on a shared machine.) A training step of any loss is priced
 from its family's passes (:func:`robattr.cost.step_passes`), so a model family costs a
-handful of small measurements however many losses and hyper-parameters train on it. Numpy
+handful of small measurements however many losses and hyper-parameters train on it; those
+passes are timed as training runs them, with the fused Softplus of
+:mod:`robattr.train.fused` (``kind|family|fused``), and the notebook's own passes with
+PyTorch's ``nn.Softplus``, as attributions, attacks and bounds run them. Numpy
 draws, dense eigenproblems and products, and the fixed cost of a notebook and of a figure
 are measured too. Calibrations are cached in ``<cache>/plan/`` by device name, torch
 version, on a CPU thread count, and :data:`CALIBRATION_VERSION`.
@@ -67,7 +70,7 @@ class Calibration:
     def cost(self, w: Work) -> float:
         if w.kind == "step":
             fam = _step_family(w.family)
-            return w.calls * sum(self.cost(Work(kind, fam, c, r))
+            return w.calls * sum(self._pass(_fused_key(kind, fam), c, r)
                                  for kind, c, r in step_passes(w.family))
         if w.kind == "numpy":
             return w.rows * self.numpy
@@ -75,15 +78,29 @@ class Calibration:
             return w.calls * w.rows ** 3 * self.eigh
         if w.kind == "matmul":
             return w.rows * self.matmul
-        t0, t1 = self.passes[f"{w.kind}|{w.family}"]
-        return w.calls * t0 + w.rows * t1
+        return self._pass(f"{w.kind}|{w.family}", w.calls, w.rows)
+
+    def _pass(self, key: str, calls: float, rows: float) -> float:
+        """``calls * t0 + rows * t1`` of the pass ``key``; a training pass (``...|fused``)
+        not measured falls back on the same pass with PyTorch's Softplus."""
+        if key not in self.passes and key.endswith(FUSED):
+            key = key[: -len(FUSED)]
+        t0, t1 = self.passes[key]
+        return calls * t0 + rows * t1
 
 
 #: The way :func:`calibrate` measures; a calibration cached by another version is measured
 #: again (2: the faster of one thread and all threads, more repetitions; 3: training steps
 #: priced from their family's passes, a CE training step among them; 4: a family's thread
-#: count chosen once per batch size, a costly pass timed at one row only, 0.3 s a timing).
-CALIBRATION_VERSION = 4
+#: count chosen once per batch size, a costly pass timed at one row only, 0.3 s a timing;
+#: 5: a training step's passes timed with the fused Softplus that training runs).
+CALIBRATION_VERSION = 5
+#: the suffix of a pass key timed as training runs it (:func:`robattr.train.fused.fused_softplus`)
+FUSED = "|fused"
+
+
+def _fused_key(kind: str, fam: str) -> str:
+    return f"{kind}|{fam}{FUSED}"
 
 
 def _step_family(sig: str) -> str:
@@ -94,7 +111,7 @@ def _step_family(sig: str) -> str:
 def _step_keys(sig: str) -> set[str]:
     """The ``kind|family`` passes a training step of signature ``sig`` is priced from."""
     fam = _step_family(sig)
-    return {f"{kind}|{fam}" for kind, _, _ in step_passes(sig)}
+    return {_fused_key(kind, fam) for kind, _, _ in step_passes(sig)}
 
 
 def _calibration_path(slug: str) -> Path:
@@ -227,16 +244,25 @@ _PASSES = ("fwd", "grad", "grad2", "hvp", "astep", "train")
 BIG_BATCH_SECONDS = 0.05
 
 
-def _measure_pass(kind: str, fam: str, device) -> tuple[float, float]:
+def _measure_pass(kind: str, fam: str, device, fused: bool = False) -> tuple[float, float]:
     """(t0, t1) of one pass of ``kind`` on the family's model: timed at 1 row and at a
-    larger batch, ``t(b) = t0 + b * t1``. The larger batch is as many rows as fit in about
+    larger batch, ``t(b) = t0 + b * t1``; ``fused``: with the model's Softplus layers fused,
+    as a training step runs them (:func:`robattr.train.fused.fused_softplus`). The larger batch is as many rows as fit in about
     :data:`BIG_BATCH_SECONDS` at the one-row time (2 to 64), so a cheap pass is timed on
     many rows; a pass whose one row takes half that or more (a ResNet's attack step) is
     priced per row from its one-row time alone."""
     import torch
 
+    from robattr.train.fused import fused_softplus
+
     model, shape, dtype = _family_model(fam, device)
     model_classes = int(fam.split(":")[2])
+    with fused_softplus(model) if fused else contextlib.nullcontext():
+        return _measure_pass_of(kind, model, shape, dtype, model_classes, fam, device)
+
+
+def _measure_pass_of(kind, model, shape, dtype, model_classes, fam, device):
+    import torch
 
     def run(b):
         x = torch.rand((b, *shape), device=device, dtype=dtype)
@@ -384,8 +410,9 @@ def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
     _winners = {}
     try:
         for key in todo_p:
-            kind, fam = key.split("|", 1)
-            cal.passes[key] = list(_measure_pass(kind, fam, device))
+            kind, fam = key.removesuffix(FUSED).split("|", 1)
+            cal.passes[key] = list(_measure_pass(kind, fam, device, fused=True)
+                                   if key.endswith(FUSED) else _measure_pass(kind, fam, device))
     finally:
         _winners = None
     if need_np:

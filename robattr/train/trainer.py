@@ -44,11 +44,15 @@ __all__ = ["History", "fit", "evaluate", "OPTIMIZERS", "SavedTensorPeak"]
 class History:
     """Per-epoch record of :func:`fit`: mean loss, train accuracy, seconds, learning rate,
     and every value the loss logged (epoch means); plus the peak memory of the run (see
-    the module docstring)."""
+    the module docstring). ``seconds`` is wall time, which counts whatever else the machine
+    ran (and any time the process was stopped); ``cpu_seconds`` is the process's CPU time
+    (all its threads) in the same epoch, which does not (None for the epochs of a
+    checkpoint written before it was recorded)."""
 
     loss: list[float] = field(default_factory=list)
     train_acc: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float | None] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     logs: list[dict[str, float]] = field(default_factory=list)
     peak_memory_bytes: int | None = None
@@ -66,6 +70,13 @@ class History:
     @property
     def seconds_per_epoch(self) -> float:
         return self.total_seconds / max(1, self.epochs)
+
+    @property
+    def cpu_seconds_per_epoch(self) -> float | None:
+        """Mean CPU seconds of an epoch (None when an epoch has none recorded)."""
+        known = [c for c in self.cpu_seconds if c is not None]
+        return float(sum(known)) / len(known) \
+            if self.epochs and len(known) == self.epochs else None
 
     def to_frame(self):
         """A pandas DataFrame, one row per epoch."""
@@ -201,7 +212,7 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
             for epoch in range(start, epochs):
                 bar.set_description(f"{loss_fn.name} {epoch + 1}/{epochs}")
                 model.train()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 measure = probe if epoch == 0 else None
                 n, sums, state = _epoch(model, dl, loss_fn, opt, sched if per_step else None,
                                         has_bn, dev, bar, measure)
@@ -212,6 +223,7 @@ def fit(model: nn.Module, train_set: Any, loss: str | Loss = "ce", epochs: int =
                     torch.cuda.synchronize(dev)
                 means = {k: float(v) / max(1, n) for k, v in sums.items()}
                 hist.seconds.append(time.perf_counter() - t0)
+                hist.cpu_seconds.append(time.process_time() - c0)
                 hist.lr.append(opt.param_groups[0]["lr"])
                 hist.loss.append(means.pop("loss", math.nan))
                 hist.train_acc.append(means.get("acc", math.nan))
@@ -269,7 +281,7 @@ def _epoch(model, dl, loss_fn, opt, step_sched, has_bn: bool, dev, bar, probe):
 
 
 # --------------------------------------------------------------------------- checkpoints
-_HISTORY_FIELDS = ("loss", "train_acc", "seconds", "lr", "logs")
+_HISTORY_FIELDS = ("loss", "train_acc", "seconds", "cpu_seconds", "lr", "logs")
 
 
 def _capture(epochs_done: int, model, opt, sched, hist: History, dl, state_bytes: int) -> dict:
@@ -295,7 +307,8 @@ def _restore(saved: dict, model, opt, sched, hist: History, dl, epochs: int) -> 
     if sched is not None and saved["scheduler"] is not None:
         sched.load_state_dict(saved["scheduler"])
     for f in _HISTORY_FIELDS:
-        setattr(hist, f, list(saved["history"][f]))
+        # a checkpoint written before CPU seconds were recorded: None for its epochs
+        setattr(hist, f, list(saved["history"].get(f, [None] * done)))
     hist.saved_tensor_peak_bytes = saved["saved_tensor_peak_bytes"]
     set_rng_state(saved["rng"], getattr(dl, "generator", None))
     return done, int(saved["state_bytes"])

@@ -199,6 +199,10 @@ def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
         "train_acc": hist.train_acc[-1],
         "final_loss": hist.loss[-1],
         "seconds_per_epoch": hist.seconds_per_epoch,
+        # the process's CPU seconds per epoch (all threads) and its thread count: wall
+        # seconds count whatever else ran on the machine, these do not
+        "cpu_seconds_per_epoch": hist.cpu_seconds_per_epoch,
+        "threads": torch.get_num_threads(),
         # peak memory of training (robattr.train.trainer's docstring): CUDA's
         # max_memory_allocated on a GPU; on the CPU the peak activation bytes autograd
         # holds for backward in the first step + parameters, gradients and optimizer
@@ -208,7 +212,8 @@ def _train(key: str, cfg: dict[str, Any], dataset: str, dev: torch.device,
         "saved_tensor_peak_bytes": getattr(hist, "saved_tensor_peak_bytes", None),
         "train_seconds": wall,
         "resumed_after_epoch": resumed,         # 0: trained in one go
-        "history": {"loss": hist.loss, "train_acc": hist.train_acc, "seconds": hist.seconds},
+        "history": {"loss": hist.loss, "train_acc": hist.train_acc, "seconds": hist.seconds,
+                    "cpu_seconds": hist.cpu_seconds},
         "num_params": sum(p.numel() for p in model.parameters()),
         "device": str(dev),
         "device_name": (torch.cuda.get_device_name(dev) if dev.type == "cuda"

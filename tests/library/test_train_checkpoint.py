@@ -127,3 +127,30 @@ def test_a_checkpoint_of_more_epochs_than_asked_is_refused(tmp_path):
     with pytest.raises(ValueError, match="holds 3 epochs"):
         fit(_model(), (x, y), epochs=2, batch_size=32, device="cpu", progress=False,
             checkpoint=ckpt)
+
+
+class _OldFormat(_StopAfter):
+    """A checkpoint as robattr wrote it before it recorded CPU seconds."""
+
+    def save(self, state):
+        state = {**state, "history": {k: v for k, v in state["history"].items()
+                                      if k != "cpu_seconds"}}
+        super().save(state)
+
+
+def test_cpu_seconds_are_recorded_per_epoch_and_unknown_for_an_older_checkpoint(tmp_path):
+    """Wall seconds count whatever else the machine ran; the process's CPU seconds do not.
+    Every epoch records both; an epoch restored from a checkpoint that has no CPU seconds
+    is None, and so is the run's mean (not a mean over the epochs that have one)."""
+    x, y = _data()
+    common = dict(epochs=3, batch_size=32, seed=5, device="cpu", progress=False)
+    hist = fit(_model(), (x, y), **common)
+    assert len(hist.cpu_seconds) == 3 and all(c > 0 for c in hist.cpu_seconds)
+    assert hist.cpu_seconds_per_epoch == pytest.approx(sum(hist.cpu_seconds) / 3)
+
+    path = tmp_path / "run.ckpt"
+    with pytest.raises(_Stop):
+        fit(_model(), (x, y), checkpoint=_OldFormat(path, 1), **common)
+    resumed = fit(_model(), (x, y), checkpoint=FileCheckpoint(path), **common)
+    assert resumed.cpu_seconds[0] is None and all(c > 0 for c in resumed.cpu_seconds[1:])
+    assert resumed.cpu_seconds_per_epoch is None

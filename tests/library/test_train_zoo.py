@@ -356,7 +356,8 @@ def test_metadata_content(cache, digits):
     assert meta["weights_file"] == wpath.name and meta["weights_bytes"] == wpath.stat().st_size
     assert meta["test_acc"] == pytest.approx(evaluate(model, digits[1]))
     assert 0 < meta["seconds_per_epoch"] and 0 < meta["train_seconds"]
-    assert len(meta["history"]["loss"]) == 2
+    assert 0 < meta["cpu_seconds_per_epoch"] and meta["threads"] == torch.get_num_threads()
+    assert len(meta["history"]["loss"]) == len(meta["history"]["cpu_seconds"]) == 2
     assert meta["torch_version"] == torch.__version__
     import robattr
 
