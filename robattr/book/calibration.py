@@ -364,7 +364,7 @@ def _measure_notebook(device) -> tuple[float, float]:
     import nbformat
     import papermill
 
-    from robattr.book.execution import environ
+    from robattr.book.execution import KERNEL_ARGS, environ
 
     with tempfile.TemporaryDirectory() as tmp:
         src, out, probe = Path(tmp, "probe.ipynb"), Path(tmp, "out.ipynb"), Path(tmp, "fig.json")
@@ -378,7 +378,7 @@ def _measure_notebook(device) -> tuple[float, float]:
         with environ({context.PLAN_PROBE_ENV: str(probe)}):
             t = time.perf_counter()
             papermill.execute_notebook(str(src), str(out), progress_bar=False, cwd=tmp,
-                                       kernel_name="python3")
+                                       kernel_name="python3", extra_arguments=KERNEL_ARGS)
             total = time.perf_counter() - t
         figure = json.loads(probe.read_text())
     return max(total - 3 * figure, 0.0), figure
@@ -404,8 +404,11 @@ def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
     n = len(todo_p) + need_np + need_eig + need_mm + need_nb
     if not n:
         return cal
+    busy = _busy(device)
     if log:
-        log(f"robattr plan: calibrating {n} cost(s) on {cal.description} (cached afterwards)")
+        log(f"robattr plan: calibrating {n} cost(s) on {cal.description} "
+            + (f"while the machine is busy ({busy}): these figures measure the load too and are "
+               "not cached; plan again on a quiet machine" if busy else "(cached afterwards)"))
     global _winners
     _winners = {}
     try:
@@ -423,6 +426,17 @@ def calibrate(works: list[Work], device="auto", *, notebook: bool = True,
         cal.matmul = _measure_matmul()
     if need_nb:
         cal.notebook, cal.figure = _measure_notebook(device)
-    _save_calibration(cal, device)
+    if not busy:
+        _save_calibration(cal, device)
     return cal
+
+
+def _busy(device) -> str:
+    """On a CPU whose load average over the last minute is half its cores or more (another
+    training, a test suite), what the load is; else "". A calibration measured then prices
+    the load, not the work, so :func:`calibrate` does not cache it."""
+    if getattr(device, "type", str(device)) != "cpu" or not hasattr(os, "getloadavg"):
+        return ""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    return f"load {load:.1f} on {cores} core(s)" if load >= cores / 2 else ""
 

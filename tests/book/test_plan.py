@@ -11,6 +11,7 @@ import importlib
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -182,7 +183,13 @@ def test_an_attack_with_a_surrogate_also_scores_its_iterates():
 
 
 # ------------------------------------------------------------------ calibration cache
-def test_calibration_is_measured_once_per_device(tmp_path, monkeypatch):
+@pytest.fixture
+def quiet_machine(monkeypatch):
+    """The machine running the tests may be busy (the suite itself): calibrate as if not."""
+    monkeypatch.setattr(calibration, "_busy", lambda device: "")
+
+
+def test_calibration_is_measured_once_per_device(tmp_path, monkeypatch, quiet_machine):
     monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
     measured = []
     monkeypatch.setattr(calibration, "_measure_pass",
@@ -197,7 +204,8 @@ def test_calibration_is_measured_once_per_device(tmp_path, monkeypatch):
     assert len(files) == 1 and "torch" in files[0].name
 
 
-def test_a_training_step_is_priced_from_passes_timed_as_training_runs_them(tmp_path, monkeypatch):
+def test_a_training_step_is_priced_from_passes_timed_as_training_runs_them(tmp_path, monkeypatch,
+                                                                          quiet_machine):
     """Training swaps PyTorch's Softplus for the fused one (robattr.train.fused): a step's
     passes are measured so (``kind|family|fused``), a notebook's own passes are not; a
     calibration without the fused figures falls back on the plain ones."""
@@ -220,6 +228,26 @@ def test_a_training_step_is_priced_from_passes_timed_as_training_runs_them(tmp_p
     plain = fake_calibration()                        # measured before version 5: no fused keys
     plain.passes[f"train|{calibration._step_family(sig)}"] = (1e-3, 1e-5)
     assert plain.cost(step) == pytest.approx(10 * (calls * 1e-3 + rows * 1e-5))
+
+
+def test_a_calibration_measured_on_a_busy_machine_is_used_but_not_cached(tmp_path, monkeypatch):
+    """Measured under load (another training at one thread made every figure of a medium
+    plan about twice too high), a calibration answers this plan, says why it may be off,
+    and is measured again next time."""
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration.os, "getloadavg", lambda: (1.4, 1.0, 0.5))
+    monkeypatch.setattr(calibration.os, "cpu_count", lambda: 2)
+    assert calibration._busy(plan_device()) == "load 1.4 on 2 core(s)"
+    assert calibration._busy(SimpleNamespace(type="cuda")) == ""
+    monkeypatch.setattr(calibration, "_measure_pass", lambda k, f, d: (1e-3, 1e-5))
+    said = []
+    cal = calibration.calibrate([cost.grads(FAM, 4)], "cpu", notebook=False, log=said.append)
+    assert cal.passes and "busy (load 1.4 on 2 core(s))" in said[0] and "not cached" in said[0]
+    assert list(tmp_path.glob("plan/*.json")) == []
+    monkeypatch.setattr(calibration.os, "getloadavg", lambda: (0.6, 1.0, 0.5))
+    assert calibration._busy(plan_device()) == ""
+    calibration.calibrate([cost.grads(FAM, 4)], "cpu", notebook=False)
+    assert len(list((tmp_path / "plan").glob("*.json"))) == 1
 
 
 def test_calibration_files_carry_the_calibration_version(tmp_path, monkeypatch):
