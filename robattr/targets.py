@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["SHARE_OF_GAIN", "Target", "target", "CHANCE"]
+__all__ = ["SHARE_OF_GAIN", "Target", "target", "judged", "CHANCE"]
 
 #: the share of the reference model's accuracy gain over chance a model must reach
 SHARE_OF_GAIN = 0.75
@@ -71,6 +71,20 @@ class Target:
     def text(self) -> str:
         return (f"{100 * self.least:.1f} % ({SHARE_OF_GAIN:.0%} of the way from chance to "
                 f"{100 * self.accuracy:.1f} %, {self.source})")
+
+    def met(self, accuracy: float) -> bool:
+        """Whether a model of test ``accuracy`` (a share) reaches :attr:`least`."""
+        return float(accuracy) >= self.least
+
+
+def judged(dataset: str, arch: str, method: str, accuracy: float) -> str:
+    """One line on a trained model's test ``accuracy`` against its :func:`target`:
+    ``"test accuracy 71.0 %, target 67.6 %: met"`` (or ``missed``), or that it has none."""
+    t = target(dataset, arch, method)
+    acc = f"test accuracy {100 * float(accuracy):.1f} %"
+    if t is None:
+        return f"{acc}, no accuracy target for {dataset} {arch}"
+    return f"{acc}, target {100 * t.least:.1f} %: {'met' if t.met(accuracy) else 'missed'}"
 
 
 @lru_cache(maxsize=None)

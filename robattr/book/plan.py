@@ -44,6 +44,7 @@ from robattr.book.profiles import (effective_recipe, effective_train_size, load_
 from robattr.catalog import TEST_SIZES
 from robattr.chapters import declaration, declarations
 from robattr.cost import TRAIN_SIZES, Declaration, Work, family, fwd, steps_of
+from robattr.targets import judged
 
 __all__ = ["Work", "Declaration", "DECLARATIONS", "TRAIN_SIZES", "declared_models",
            "declared_work", "declared_data", "Calibration", "calibrate", "plan", "Plan",
@@ -145,6 +146,8 @@ class ModelPlan:
     step_seconds: float | None = None
     recorded_seconds_per_epoch: float | None = None
     recorded_device: str | None = None
+    recorded_test_acc: float | None = None
+    recorded_cpu: str = ""             # CPU seconds per epoch and threads, when recorded
     epochs_done: int = 0               # a partly trained model: epochs its checkpoint holds
 
     @property
@@ -356,7 +359,9 @@ def plan(root=None, profile: str = "quick", only: str | None = None, *,
                 if isinstance(spe, (list, tuple)):
                     spe = statistics.fmean(spe) if spe else None
                 models.append(ModelPlan(key, cfg, "cached", recorded_seconds_per_epoch=spe,
-                                        recorded_device=(meta or {}).get("device_name")))
+                                        recorded_device=(meta or {}).get("device_name"),
+                                        recorded_test_acc=(meta or {}).get("test_acc"),
+                                        recorded_cpu=_cpu_text(meta or {})))
             elif key in planned:
                 models.append(ModelPlan(key, cfg, "shared"))
             else:
@@ -390,6 +395,15 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+def _cpu_text(meta: dict) -> str:
+    """`` (CPU 310.2 s/epoch, 1 thread)`` from a zoo record that has them: wall seconds count
+    whatever else ran on the machine, the process's CPU seconds do not."""
+    cpu, threads = meta.get("cpu_seconds_per_epoch"), meta.get("threads")
+    if not isinstance(cpu, (int, float)):
+        return ""
+    return f" (CPU {cpu:.2f} s/epoch" + (f", {threads} thread(s))" if threads else ")")
+
+
 def format_table(p: Plan, models: bool = False, jobs: int = 1) -> str:
     """The plan as a text table and a total; ``models``: one line per zoo model too;
     ``jobs`` > 1: the total's wall time with that many notebooks at a time too."""
@@ -412,8 +426,12 @@ def format_table(p: Plan, models: bool = False, jobs: int = 1) -> str:
             for m in p.notebooks[j - 1].models:
                 if m.status == "cached":
                     rec = (f"{m.recorded_seconds_per_epoch:.2f} s/epoch recorded on "
-                           f"{m.recorded_device}" if m.recorded_seconds_per_epoch is not None
-                           else "no timing recorded")
+                           f"{m.recorded_device}{m.recorded_cpu}"
+                           if m.recorded_seconds_per_epoch is not None else "no timing recorded")
+                    if m.recorded_test_acc is not None:
+                        c = m.config
+                        rec += "; " + judged(c["dataset"], c["arch"], c["method"],
+                                             m.recorded_test_acc)
                     lines.append(f"      cached  {m.label} ({rec})")
                 elif m.status == "shared":
                     lines.append(f"      shared  {m.label} (trained by an earlier notebook)")

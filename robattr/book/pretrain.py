@@ -18,6 +18,7 @@ from typing import Callable
 from robattr.book.notebooks import discover, project_root
 from robattr.book.plan import _select, declared_models
 from robattr.book.profiles import effective_recipe, effective_train_size, load_profile, resolve
+from robattr.targets import judged
 
 __all__ = ["Pending", "pending", "pretrain"]
 
@@ -85,8 +86,9 @@ def pretrain(root=None, profile: str = "quick", only: str | None = None, *,
             log(f"[{i}/{len(todo)}] FAILED: {type(err).__name__}: {err}")
             failure = err
             continue
-        log(f"[{i}/{len(todo)}] done in {time.perf_counter() - t0:.0f} s: test accuracy "
-            f"{100 * model.zoo_meta['test_acc']:.1f} %")
+        c = m.config
+        log(f"[{i}/{len(todo)}] done in {time.perf_counter() - t0:.0f} s: "
+            + judged(c["dataset"], c["arch"], c["method"], model.zoo_meta["test_acc"]))
     if failure is not None:
         raise failure
     return len(todo)

@@ -390,13 +390,13 @@ def fake_costs(tmp_path, monkeypatch):
     return tmp_path
 
 
-def cache_model(cfg, seconds_per_epoch=1.5):
+def cache_model(cfg, seconds_per_epoch=1.5, **meta):
     """Put zoo files for a configuration in the (temporary) zoo, as if it were trained."""
     key = plan._zoo_key(cfg)
     wpath, jpath = zoo.paths(key)
     wpath.write_bytes(b"weights")
     jpath.write_text(json.dumps({"key": key, "config": cfg, "seconds_per_epoch": seconds_per_epoch,
-                                 "device_name": "a test CPU"}))
+                                 "device_name": "a test CPU", **meta}))
 
 
 def smoke_params(key, profile="quick"):
@@ -417,11 +417,18 @@ def test_plan_splits_models_into_cached_train_and_shared(fake_costs):
     assert first.models[0].steps == steps
     step = 1e-3 + cfg["batch_size"] * 1e-5                     # a CE step: one "train" pass
     assert first.models[0].seconds == pytest.approx(steps * step + 1e-3 * 2 + 360 * 1e-5)
-    cache_model(cfg)
-    again = {nb.key: nb for nb in plan.plan(ROOT, "quick", only="example/*").notebooks}
+    cache_model(cfg, test_acc=0.97)
+    replanned = plan.plan(ROOT, "quick", only="example/*")
+    again = {nb.key: nb for nb in replanned.notebooks}
     m = again["example/digits_saliency"].models[0]
     assert m.status == "cached" and m.recorded_seconds_per_epoch == 1.5
-    assert m.recorded_device == "a test CPU"
+    assert m.recorded_device == "a test CPU" and m.recorded_test_acc == 0.97
+    # --models: a cached model's recorded accuracy against its target (digits has none)
+    assert ("1.50 s/epoch recorded on a test CPU; test accuracy 97.0 %, no accuracy target for "
+            "digits") in plan.format_table(replanned, models=True)
+    cache_model(cfg, test_acc=0.97, cpu_seconds_per_epoch=1.25, threads=1)
+    assert "1.50 s/epoch recorded on a test CPU (CPU 1.25 s/epoch, 1 thread(s)); test accuracy" \
+        in plan.format_table(plan.plan(ROOT, "quick", only="example/*"), models=True)
     assert p.seconds == pytest.approx(sum(nb.seconds for nb in p.notebooks))
     assert all(nb.data == {"digits": True} for nb in p.notebooks)
 

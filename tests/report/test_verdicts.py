@@ -422,6 +422,18 @@ def test_targets_come_per_dataset_architecture_and_method_with_their_source():
     assert 0.1 < t.least < t.accuracy
 
 
+def test_a_trained_models_accuracy_is_judged_against_its_target_in_one_line():
+    """What `robattr train` and `robattr plan --models` print beside a trained model."""
+    from robattr import targets
+
+    least = targets.target("cifar10", "lenet", "hessian").least
+    assert targets.judged("cifar10", "lenet", "hessian", least) == \
+        f"test accuracy {100 * least:.1f} %, target {100 * least:.1f} %: met"
+    assert targets.judged("cifar10", "lenet", "hessian", least - 0.001).endswith(": missed")
+    assert targets.judged("digits", "mlp", "ce", 0.97) == \
+        "test accuracy 97.0 %, no accuracy target for digits mlp"
+
+
 def test_the_guard_policy_judges_a_bound_on_any_model_and_guards_a_method_comparison():
     """A bound on a low-accuracy model is judged as measured; the same numbers in a claim
     comparing training methods through that model are not comparable; a model that fails
