@@ -104,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--threads", type=int, metavar="N",
                     help="CPU threads for training (default: torch's, one per core)")
     tr.add_argument("--no-progress", action="store_true", help="no progress bars")
+    tr.add_argument("--cheapest-first", action="store_true",
+                    help="train the models robattr plan estimates cheapest first (a teacher "
+                         "before its student), not in the order the notebooks ask for them")
     da = sub.add_parser("data", help="fetch the papers' datasets, or list which are present")
     dsub = da.add_subparsers(dest="data_command", required=True, metavar="ACTION")
     fe = dsub.add_parser("fetch", help="download datasets into the data root (needs a network) "
@@ -280,7 +283,8 @@ def _train(root: Path, args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    pretrain.pretrain(root, args.profile, args.only, progress=not args.no_progress)
+    pretrain.pretrain(root, args.profile, args.only, progress=not args.no_progress,
+                      order="cheapest" if args.cheapest_first else "notebooks")
     return 0
 
 

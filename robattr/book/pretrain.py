@@ -5,8 +5,8 @@ A profile's notebooks declare the zoo models they ask for (:mod:`robattr.book.pl
 for them (a teacher before the ATEX student that names it), each on the device its
 notebook would use, and goes on from the checkpoint of a training that was interrupted.
 The build that follows finds them cached and spends its time on the notebooks' own work.
-Run it in the background for a long profile (``robattr train --profile medium``); stop it
-at any time and start it again: at most the epoch in progress, and the last
+Run it in the background for a long profile (``robattr train --profile medium``, with
+``--cheapest-first`` to train the quick models first); stop it at any time and start it again: at most the epoch in progress, and the last
 ``robattr.zoo.CHECKPOINT_SECONDS``, are lost.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from robattr.book.plan import _select, declared_models
 from robattr.book.profiles import effective_recipe, effective_train_size, load_profile, resolve
 from robattr.targets import judged
 
-__all__ = ["Pending", "pending", "pretrain"]
+__all__ = ["Pending", "pending", "cheapest_first", "pretrain"]
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,50 @@ def pending(root=None, profile: str = "quick", only: str | None = None) -> list[
     return out
 
 
+def cheapest_first(todo: list[Pending], seconds: dict[str, float]) -> list[Pending]:
+    """``todo`` ordered by estimated training ``seconds`` (``{zoo key: seconds}``; a model
+    without an estimate last, in its order), each model's teacher (a zoo key among its loss's
+    values, ATEX's ``teacher``) moved before it: in one session of a long profile, as many
+    models as possible, and the claims they decide, are done first."""
+    by_key = {m.key: m for m in todo}
+    ranked = sorted(todo, key=lambda m: seconds.get(m.key, float("inf")))
+    out: list[Pending] = []
+    placed: set[str] = set()
+
+    def place(m: Pending, chain: tuple[str, ...] = ()) -> None:
+        if m.key in placed:
+            return
+        if m.key in chain:
+            raise ValueError(f"models that name each other as teachers: {' -> '.join(chain)}")
+        for v in (m.config.get("loss") or {}).values():
+            if isinstance(v, str) and v in by_key:
+                place(by_key[v], chain + (m.key,))
+        placed.add(m.key)
+        out.append(m)
+
+    for m in ranked:
+        place(m)
+    return out
+
+
 def pretrain(root=None, profile: str = "quick", only: str | None = None, *,
-             progress: bool = True, log: Callable[[str], None] = print) -> int:
+             progress: bool = True, log: Callable[[str], None] = print,
+             order: str = "notebooks") -> int:
     """Train every model of :func:`pending`; returns how many were trained. A model that
     fails to train is reported and the others still train; the last failure is raised
-    at the end."""
+    at the end. ``order``: ``"notebooks"`` (the order the notebooks ask for them) or
+    ``"cheapest"`` (:func:`cheapest_first`, by ``robattr plan``'s estimates)."""
     from robattr import zoo
 
+    if order not in ("notebooks", "cheapest"):
+        raise ValueError(f"order must be 'notebooks' or 'cheapest', got {order!r}")
     todo = pending(root, profile, only)
+    if order == "cheapest" and todo:
+        from robattr.book.plan import plan
+
+        estimates = {m.key: m.seconds for nb in plan(root, profile, only, log=log).notebooks
+                     for m in nb.models if m.status == "train"}
+        todo = cheapest_first(todo, estimates)
     partly = {m["key"]: m["epochs_done"] for m in zoo.partly_trained()}
     log(f"robattr train: profile {profile}, {len(todo)} model(s) to train in {zoo.zoo_dir()}")
     failure = None

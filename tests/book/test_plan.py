@@ -692,3 +692,36 @@ def test_robattr_train_trains_what_the_notebooks_ask_for(tmp_path, monkeypatch, 
     assert zoo.info("digits", "cnn", **{k: todo.config[k] for k in ("epochs", "lr", "seed")},
                     batch_size=todo.config["batch_size"]) is not None
     assert cli.main(["--root", str(ROOT), "train", "--threads", "0"]) == 2
+
+
+def test_cheapest_first_trains_the_quick_models_first_and_a_teacher_before_its_student():
+    from robattr.book.pretrain import Pending, cheapest_first
+
+    def model(key, **loss):
+        return Pending(key, {"loss": loss}, "nb", "cpu")
+
+    teacher, student = model("t"), model("s", teacher="t", lam=3.0)
+    cheap, dear, unknown = model("c"), model("d"), model("u")
+    todo = [dear, student, unknown, cheap, teacher]
+    seconds = {"t": 50.0, "s": 10.0, "c": 1.0, "d": 100.0}
+    order = [m.key for m in cheapest_first(todo, seconds)]
+    assert order == ["c", "t", "s", "d", "u"]          # the teacher jumps ahead of its student
+    assert [m.key for m in cheapest_first([student], seconds)] == ["s"]   # a teacher already cached
+    with pytest.raises(ValueError, match="teachers"):
+        cheapest_first([model("a", teacher="b"), model("b", teacher="a")], {})
+
+
+def test_robattr_train_orders_by_the_plans_estimates_when_asked(fake_costs, monkeypatch):
+    from robattr.book import pretrain
+
+    with pytest.raises(ValueError, match="order must be"):
+        pretrain.pretrain(ROOT, "smoke", "example/*", order="alphabetical")
+    trained = []
+    monkeypatch.setattr(zoo, "get_config", lambda cfg, **kw: trained.append(cfg) or
+                        SimpleNamespace(zoo_meta={"test_acc": 0.5}))
+    said = []
+    p = plan.plan(ROOT, "smoke", "example/*")
+    seconds = {m.key: m.seconds for nb in p.notebooks for m in nb.models if m.status == "train"}
+    n = pretrain.pretrain(ROOT, "smoke", "example/*", order="cheapest", log=said.append)
+    got = [seconds[plan._zoo_key(c)] for c in trained]
+    assert n == len(seconds) == len(got) > 1 and got == sorted(got) and len(set(got)) > 1
