@@ -13,7 +13,7 @@ import html as _html
 import re
 
 __all__ = ["MISSING", "MISSING_NOTE", "NOT_BUILT", "NOT_IN_PAPER", "NOT_RUN", "table_html",
-           "show_table", "show_whole_tables"]
+           "show_table", "show_whole_tables", "reference_note", "reference_text"]
 
 
 #: what a table shows where it has no value, and the note printed under such a table
@@ -51,20 +51,35 @@ def _provenance(df) -> tuple[object, list[str]]:
                         found.setdefault(m.group(1), m.group(2))
     if not found:
         return df, []
-    notes = []
-    for profile, inner in found.items():
-        bits = []
-        for bit in (b.strip() for b in inner.split(",") if b.strip()):
-            if bit == "stale":
-                bits.append("made before this notebook last changed")
-            elif re.fullmatch(r"[0-9a-f]{7}(\+dirty)?", bit):
-                bits.append(f"commit {bit}")
-            else:
-                bits.append(bit)
-        notes.append(f"{profile} ref: a kept run of the {profile} profile"
-                     + (f" ({'; '.join(bits)})" if bits else ""))
+    notes = [f"{profile} ref: {reference_text(profile, inner)}" for profile, inner in found.items()]
     renamed = df.rename(columns=_short, index=_short)
     return renamed, notes
+
+
+def reference_note(label: str) -> str:
+    """A reference column's label in a note: ``medium ref (mnist, 1a2b3c4, stale)`` ->
+    ``medium ref: a kept run of the medium profile (mnist; commit 1a2b3c4; made before this
+    notebook last changed)`` (:func:`reference_text`)."""
+    m = _REFERENCE.search(label)
+    if m is None:
+        profile = label.partition(" ref")[0]
+        return f"{profile} ref: {reference_text(profile)}"
+    return f"{m.group(1)} ref: {reference_text(m.group(1), m.group(2))}"
+
+
+def reference_text(profile: str, inner: str = "") -> str:
+    """What a kept reference run is, in words, from its label's parenthesis (``"mnist,
+    1a2b3c4, stale"``): ``a kept run of the medium profile (mnist; commit 1a2b3c4; made
+    before this notebook last changed)``."""
+    bits = []
+    for bit in (b.strip() for b in inner.split(",") if b.strip()):
+        if bit == "stale":
+            bits.append("made before this notebook last changed")
+        elif re.fullmatch(r"[0-9a-f]{7}(\+dirty)?", bit):
+            bits.append(f"commit {bit}")
+        else:
+            bits.append(bit)
+    return f"a kept run of the {profile} profile" + (f" ({'; '.join(bits)})" if bits else "")
 
 
 def _meaningful_index(df) -> bool:

@@ -451,6 +451,11 @@ def test_a_reference_column_keeps_its_provenance_out_of_its_header():
     assert "— (RPS · medium ref): not in that run" in str(viz.show_table(df, why=why).data)
     plain = pd.DataFrame({"medium ref": [1.0]})
     assert "robattr-provenance" not in table_html(plain)
+    from robattr.report.tables import reference_note
+
+    assert reference_note("medium ref (cifar10, abc1234+dirty)") == \
+        "medium ref: a kept run of the medium profile (cifar10; commit abc1234+dirty)"
+    assert reference_note("paper ref") == "paper ref: a kept run of the paper profile"
 
 
 def test_a_default_row_number_column_is_left_out_and_row_labels_kept():

@@ -194,10 +194,13 @@ def beside_paper(compared: pd.DataFrame, *, index: Sequence[str], columns: Seque
 
 def _describe(label: str) -> str:
     """``medium ref (cifar10, 1a2b3c4, stale)`` -> ``a kept run of the medium profile
-    (cifar10, 1a2b3c4, stale)``: how a caption names a reference column."""
+    (cifar10; commit 1a2b3c4; made before this notebook last changed)``: how a caption names a
+    reference column (:func:`robattr.report.tables.reference_text`)."""
+    from robattr.report.tables import reference_text
+
     profile, _, rest = label.partition(" ref")
     inner = rest.strip()[1:-1] if rest.strip().startswith("(") else ""
-    return f"a kept run of the {profile} profile" + (f" ({inner})" if inner else "")
+    return reference_text(profile, inner)
 
 
 def references_note(sources: dict) -> str:

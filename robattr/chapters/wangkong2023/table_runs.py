@@ -116,6 +116,7 @@ def show_beside(compared, index, quantities, caption: str, labels=MODEL_LABELS) 
     loss; a model not in ``labels`` would be one robattr lacks), or a cell the paper or the
     reference run has no number for; a table wider than 12 columns is shown transposed."""
     from robattr.report import viz
+    from robattr.report.tables import reference_note
 
     t = side_by_side(compared, index, quantities, drop_empty_rows=True)
     refs = {c: c.split(" (")[0] for c in t.columns.get_level_values(1).unique() if " ref (" in c}
@@ -124,7 +125,7 @@ def show_beside(compared, index, quantities, caption: str, labels=MODEL_LABELS) 
     ours_missing = t.xs("ours", axis=1, level=1).isna().any(axis=1)
     why.update({row: viz.NOT_RUN if row[-1] in labels.values() else viz.NOT_BUILT
                 for row in t.index[ours_missing]})
-    kept = "".join(f"; {s}: the kept reference run {c[len(s):].strip()}" for c, s in refs.items())
+    kept = "".join(f"; {reference_note(c)}" for c in refs)
     viz.show_table(t.round(4), why=why, caption=caption + kept)
 
 

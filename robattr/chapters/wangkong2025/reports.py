@@ -29,8 +29,11 @@ def reference_columns(columns: Iterable[str]) -> dict[str, str]:
 
 def kept_runs_note(refs: dict[str, str]) -> str:
     """The caption's tail on the kept reference runs of :func:`reference_columns`: one
-    ``"; <short>: the kept reference run <what>"`` per run ("" when there is none)."""
-    return "".join(f"; {s}: the kept reference run {c[len(s):].strip()}" for c, s in refs.items())
+    ``"; <short>: a kept run of the <profile> profile (<what>)"`` per run
+    (:func:`robattr.report.tables.reference_note`; "" when there is none)."""
+    from robattr.report.tables import reference_note
+
+    return "".join(f"; {reference_note(c)}" for c in refs)
 
 
 def show_budgets(compared: pd.DataFrame, caption: str) -> None:

@@ -115,7 +115,8 @@ def test_beside_paper_keeps_every_value_and_explains_each_gap():
     assert list(table.columns) == [(a, s) for a in ("TopK", "Manipulate")
                                    for s in ("ours", "medium ref", "paper")]
     assert list(table.index.get_level_values("metric")) == ["cor", "cor", "k-in", "k-in"]
-    assert sources["medium ref"] == "a kept run of the medium profile (cifar10, abc1234, stale)"
+    assert sources["medium ref"] == ("a kept run of the medium profile (cifar10; commit abc1234; "
+                                     "made before this notebook last changed)")
     assert sources["ours"] == "ours" and sources["paper"] == "paper"
     assert why == wang2020.NO_REFERENCE_VALUE           # one reason covers every gap
     assert table.isna().sum().sum() == 4

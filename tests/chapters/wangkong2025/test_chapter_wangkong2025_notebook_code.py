@@ -32,7 +32,7 @@ def test_reference_columns_and_their_caption_note():
     cols = ["ours (digits)", "medium ref (digits, abc123)", "paper (MNIST)", "note"]
     refs = wk.reference_columns(cols)
     assert refs == {"medium ref (digits, abc123)": "medium ref"}
-    assert wk.kept_runs_note(refs) == "; medium ref: the kept reference run (digits, abc123)"
+    assert wk.kept_runs_note(refs) == "; medium ref: a kept run of the medium profile (digits; abc123)"
     assert wk.kept_runs_note({}) == ""
 
 
