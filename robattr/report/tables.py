@@ -41,7 +41,8 @@ def _short(label):
 def _provenance(df) -> tuple[object, list[str]]:
     """``df`` with its reference labels shortened (:func:`_short`, rows and columns, every
     level) and one note per reference: ``medium ref: a kept run of the medium profile
-    (mnist, commit 1a2b3c4; made before this notebook last changed)``."""
+    (mnist; commit 1a2b3c4; made before this notebook last changed)``, as
+    :func:`reference_note` words it."""
     found: dict[str, str] = {}
     for axis in (df.columns, df.index):
         for label in axis.to_flat_index():
