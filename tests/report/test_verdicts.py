@@ -414,6 +414,11 @@ def test_targets_come_per_dataset_architecture_and_method_with_their_source():
     assert "standard training's target applies" in ssr.source
     assert "LeCun" in targets.target("mnist", "mlp", "trades").source
     assert "Madry" in targets.target("mnist", "cnn", "at").source
+    at = targets.target("cifar10", "lenet", "at")      # no source gives AT on a LeNet
+    ce = targets.target("cifar10", "lenet", "ce")
+    assert at.accuracy == pytest.approx(ce.accuracy * 0.873 / 0.952)
+    assert at.least < ce.least and "Madry" in at.source and "003 Table 1" in at.source
+    assert targets.target("cifar10", "lenet", "ssr").accuracy == ce.accuracy   # not adversarial
     assert targets.target("digits", "mlp", "ce") is None
     assert targets.target("cifar10", "cnn", "ce") is None
     # the threshold: SHARE_OF_GAIN of the way from chance to the reference
