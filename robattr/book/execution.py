@@ -294,7 +294,7 @@ def _tag_injected_cell(nb: Notebook, params: dict[str, Any], output: Path) -> No
     import nbformat
 
     executed = nbformat.read(output, as_version=4)
-    defaults = {name: p.default for name, p in nb.parameters.items()}
+    defaults = dict(nb.defaults)
     for cell in executed.cells:
         tags = cell.get("metadata", {}).get("tags", [])
         if "injected-parameters" in tags and params == defaults:

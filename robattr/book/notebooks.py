@@ -19,7 +19,7 @@ from robattr import context
 from robattr.book.params import Parameter, ParameterError, read_cell
 
 __all__ = ["Notebook", "project_root", "read_parameters", "parameters_cell_index",
-           "discover", "find"]
+           "discover", "find", "defaults"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,11 @@ class Notebook:
     path: Path                      # absolute path of the source notebook
     key: str                        # path below notebooks/, no suffix, '/'-separated
     parameters: dict[str, Parameter] = field(hash=False)
+
+    @property
+    def defaults(self) -> dict:
+        """Each parameter's default, by name: the values the notebook runs with alone."""
+        return {name: p.default for name, p in self.parameters.items()}
 
     def output(self, book_dir: Path) -> Path:
         """Where the build writes this notebook executed: ``<book_dir>/<key>.ipynb``."""
@@ -87,9 +92,19 @@ def find(name: str, notebooks: Iterable[Notebook]) -> Notebook:
     notebooks = list(notebooks)
     wanted = Path(name)
     for nb in notebooks:
-        if name in (nb.key, f"{nb.key}.ipynb", f"notebooks/{nb.key}.ipynb", nb.path.name, nb.path.stem):
+        if name in (nb.key, f"{nb.key}.ipynb", f"notebooks/{nb.key}.ipynb", nb.path.name,
+                    nb.path.stem):
             return nb
         if wanted.exists() and wanted.resolve() == nb.path:
             return nb
     keys = ", ".join(nb.key for nb in notebooks)
     raise ParameterError(f"no notebook {name!r}; known notebooks: {keys}")
+
+
+def defaults(key: str, root: str | os.PathLike | None = None) -> dict:
+    """The parameter defaults of the source notebook ``key`` (``"wang2020/table2_attacks"``)
+    of the book at or above ``root`` (:func:`project_root`)."""
+    path = project_root(root) / "notebooks" / f"{key}.ipynb"
+    if not path.is_file():
+        raise ParameterError(f"no notebook {key!r}: {path} does not exist")
+    return {name: p.default for name, p in read_parameters(path).items()}

@@ -144,7 +144,7 @@ def test_every_notebook_declares_every_parameter_and_its_defaults_pass():
     assert len(notebooks) >= 25
     for nb in notebooks:
         assert nb.parameters, nb.key
-        defaults = {n: p.default for n, p in nb.parameters.items()}
+        defaults = dict(nb.defaults)
         assert check_values(nb.parameters, defaults, notebook=nb.key) is not None
         for p in nb.parameters.values():
             assert p.help, f"{nb.key}: parameter {p.name!r} has no help text"

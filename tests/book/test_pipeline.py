@@ -41,6 +41,14 @@ def test_discover_and_find(book):
         notebooks.find("nope", nbs)
 
 
+def test_defaults_by_key_match_the_notebooks_declarations(book):
+    one = notebooks.find("ch/one", notebooks.discover(book))
+    assert notebooks.defaults("ch/one", book) == one.defaults
+    assert one.defaults == {n: p.default for n, p in one.parameters.items()} and one.defaults
+    with pytest.raises(ParameterError, match="no notebook 'ch/nope'"):
+        notebooks.defaults("ch/nope", book)
+
+
 def test_project_root_is_found_from_a_subfolder(book):
     assert notebooks.project_root(book / "notebooks" / "ch") == book.resolve()
 

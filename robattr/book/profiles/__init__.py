@@ -136,7 +136,7 @@ def resolve(nb: Notebook, profile: str | dict = "quick",
     """
     prof = load_profile(profile) if isinstance(profile, str) else profile
     valid = ", ".join(nb.parameters)
-    values = {name: p.default for name, p in nb.parameters.items()}
+    values = dict(nb.defaults)
     for name, value in prof["defaults"].items():
         if name in nb.parameters:
             values[name] = value

@@ -13,11 +13,8 @@ from robattr.chapters import crosspaper as E
 from robattr.chapters.crosspaper import plan, specs
 
 ROOT = Path(__file__).resolve().parents[3]
+DEFAULTS = notebooks.defaults("crosspaper/matrix", ROOT)
 
-
-def defaults() -> dict:
-    path = ROOT / "notebooks" / "crosspaper" / "matrix.ipynb"
-    return {n: p.default for n, p in notebooks.read_parameters(path).items()}
 
 
 def key(cfg: dict) -> str:
@@ -28,7 +25,7 @@ def key(cfg: dict) -> str:
 
 
 def test_one_model_per_row_with_the_rows_method_and_shared_settings():
-    p = defaults()
+    p = dict(DEFAULTS)
     got = specs.matrix(p)
     assert list(got) == p["rows"] and len(got) == 10           # no baselines by default
     methods = E.training_rows(p["at_l2_eps"])
@@ -41,7 +38,7 @@ def test_one_model_per_row_with_the_rows_method_and_shared_settings():
 
 
 def test_the_baselines_follow_and_atex_distils_the_ce_rows_model():
-    p = {**defaults(), "baselines": ["IGA", "ATEX", "AdvAAT"]}
+    p = {**DEFAULTS, "baselines": ["IGA", "ATEX", "AdvAAT"]}
     got = specs.matrix(p)
     assert list(got)[-3:] == ["IGA / ART", "ATEX", "AdvAAT"] and specs.TEACHER not in got
     assert got["ATEX"]["teacher"] == key(got["CE"])
@@ -49,7 +46,7 @@ def test_the_baselines_follow_and_atex_distils_the_ce_rows_model():
 
 
 def test_without_a_ce_row_the_teacher_is_declared_before_atex():
-    p = {**defaults(), "rows": ["SSR", "l2"], "baselines": ["ATEX"]}
+    p = {**DEFAULTS, "rows": ["SSR", "l2"], "baselines": ["ATEX"]}
     got = specs.matrix(p)
     assert list(got) == ["SSR", "l2", specs.TEACHER, "ATEX"]
     assert got[specs.TEACHER]["method"] == "ce" and got["ATEX"]["teacher"] == key(

@@ -17,8 +17,7 @@ NOTEBOOKS = ("attacks_and_defenses", "attribution_methods", "digits_saliency")
 
 
 def defaults(name: str) -> dict:
-    path = ROOT / "notebooks" / "example" / f"{name}.ipynb"
-    return {n: p.default for n, p in notebooks.read_parameters(path).items()}
+    return notebooks.defaults(f"example/{name}", ROOT)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -16,8 +16,7 @@ FOUR = ["CE only", "Hessian", "l2", "l2+Cosd"]
 
 
 def defaults(name: str) -> dict:
-    path = ROOT / "notebooks" / "joo2023" / f"{name}.ipynb"
-    return {n: p.default for n, p in notebooks.read_parameters(path).items()}
+    return notebooks.defaults(f"joo2023/{name}", ROOT)
 
 
 def smoke(name: str) -> dict:

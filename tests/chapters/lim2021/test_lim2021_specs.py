@@ -17,8 +17,7 @@ LABELS = {"clean_classes": ["natural"], "targeted_transfer": ["natural"],
 
 
 def defaults(name: str) -> dict:
-    path = ROOT / "notebooks" / "lim2021" / f"{name}.ipynb"
-    return {n: p.default for n, p in notebooks.read_parameters(path).items()}
+    return notebooks.defaults(f"lim2021/{name}", ROOT)
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))

@@ -19,8 +19,7 @@ NOTEBOOKS = ("table2_attacks", "table3_4_ssr", "table5_6_figs", "theory_gauss_ne
 
 
 def defaults(name: str) -> dict:
-    path = ROOT / "notebooks" / "wang2020" / f"{name}.ipynb"
-    return {n: p.default for n, p in notebooks.read_parameters(path).items()}
+    return notebooks.defaults(f"wang2020/{name}", ROOT)
 
 
 def code(name: str) -> str:

@@ -15,8 +15,7 @@ NOTEBOOKS = ("ig_gradient", "tables_bounds", "theory_bounds")
 
 
 def defaults(name: str) -> dict:
-    path = ROOT / "notebooks" / "wangkong2023" / f"{name}.ipynb"
-    return {n: p.default for n, p in notebooks.read_parameters(path).items()}
+    return notebooks.defaults(f"wangkong2023/{name}", ROOT)
 
 
 def softplus(p: dict, dataset: str, arch: str, method: str, seed: int = 0) -> dict:

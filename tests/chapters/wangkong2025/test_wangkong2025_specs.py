@@ -15,8 +15,7 @@ NOTEBOOKS = ("attack_check", "center_smoothing", "certified_eps")
 
 
 def defaults(name: str) -> dict:
-    path = ROOT / "notebooks" / "wangkong2025" / f"{name}.ipynb"
-    return {n: p.default for n, p in notebooks.read_parameters(path).items()}
+    return notebooks.defaults(f"wangkong2025/{name}", ROOT)
 
 
 def softplus(p: dict, dataset: str, method: str) -> dict:
