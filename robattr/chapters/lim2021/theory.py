@@ -228,10 +228,14 @@ def sweep_view(sweep: Sequence[Mapping]):
 
 
 def rank_corr(a: Sequence[float], b: Sequence[float]) -> float:
-    """The rank correlation of ``a`` and ``b`` (Pearson of the ranks; ties broken by order)."""
+    """Spearman's rank correlation of ``a`` and ``b`` (:func:`robattr.metrics.spearman`:
+    ties take their average rank, as ``scipy.stats.spearmanr``)."""
+    from robattr.metrics import spearman
+
     if len(a) != len(b) or len(a) < 2:
         raise ValueError(f"a and b need the same length >= 2, got {len(a)} and {len(b)}")
-    return float(np.corrcoef(np.argsort(np.argsort(a)), np.argsort(np.argsort(b)))[0, 1])
+    x, y = (torch.as_tensor(np.asarray(v, dtype=np.float64)).reshape(1, -1) for v in (a, b))
+    return float(spearman(x, y)[0])
 
 
 def sweep_trade_cells(sweep: Sequence[Mapping]):

@@ -26,8 +26,14 @@ __all__ = ["cosine", "random_field_shifts", "volume_ratio_check", "plot_volume_r
 
 
 def cosine(p: np.ndarray, q: np.ndarray) -> float:
-    """The cosine of the vectors ``p`` and ``q``."""
-    return float(p @ q / (np.linalg.norm(p) * np.linalg.norm(q)))
+    """The cosine of the vectors ``p`` and ``q`` (:func:`robattr.metrics.cosine_similarity`
+    in float64; 0 where either is zero)."""
+    import torch
+
+    from robattr.metrics import cosine_similarity
+
+    a, b = (torch.as_tensor(np.asarray(v, dtype=np.float64)).reshape(1, -1) for v in (p, q))
+    return float(cosine_similarity(a, b)[0])
 
 
 def random_field_shifts(M: float, d: int, r: float, eps: float, *, n_fields: int, n_mc: int,

@@ -257,6 +257,9 @@ def test_harder_to_attack_and_note():
 def test_rank_corr():
     assert ch.rank_corr([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
     assert ch.rank_corr([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    from scipy.stats import spearmanr                       # ties take their average rank
+    a, b = [0.3, 0.1, 0.1, 0.7, 0.2], [5.0, 1.0, 2.0, 2.0, 9.0]
+    assert ch.rank_corr(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
     with pytest.raises(ValueError, match="same length"):
         ch.rank_corr([1], [1])
 
