@@ -62,6 +62,13 @@ and does not compile; rerun it to check that on another machine.
 A CPU run compares a different machine's balance of compute and memory traffic than
 the papers' GPUs.
 
+``--jobs N`` prints only the question ``robattr train --jobs N`` rests on: does training N
+models at once, one thread each, finish sooner than training them one after the other on N
+threads? For each of --variant-losses (and --archs), it times ``robattr.train.fit`` in wall
+time (--pipeline-batches batches, the medium recipe) of N copies of the model: one after
+the other with N threads, then N processes at once with one thread each, and prints the
+ratio. Run it on a machine doing nothing else.
+
 "img/s" is the examples per second of one loss's step (batch size / step time). After the
 tables, "the trainer's own loop" times ``robattr.train.fit`` (CE, --pipeline-batches
 batches of uint8 CIFAR-shaped images held in memory, the medium recipe: random crop and
@@ -319,6 +326,61 @@ def variants(arch: str, args, dev) -> None:
               + (f"{first:>11.1f}" if first is not None else f"{'--':>11}"), flush=True)
 
 
+def _fit_wall(arch: str, loss: str, batches: int, batch_size: int, threads: int,
+              seed: int) -> float:
+    """Wall seconds of ``robattr.train.fit`` of one model (Softplus(3), ``loss``) on
+    ``batches`` batches of random uint8 CIFAR-shaped images, crop + flip and one-cycle, on
+    ``threads`` CPU threads (after a one-batch warm-up). A process of its own in --jobs."""
+    import torch
+
+    from robattr.models import build
+    from robattr.train import fit
+
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(seed)
+    n = batches * batch_size
+    images = torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=g)
+    labels = torch.randint(0, 10, (n,), generator=g)
+    info = {"shape": (3, 32, 32), "num_classes": 10, "mean": (0.4914, 0.4822, 0.4465),
+            "std": (0.2470, 0.2435, 0.2616)}
+    torch.manual_seed(seed)
+    model = build(arch, info, "softplus", 3.0)
+    kw = dict(batch_size=batch_size, progress=False, measure_memory=False, loss=loss)
+    fit(model, (images[:batch_size], labels[:batch_size]), epochs=1, **kw)   # warm-up
+    t0 = time.perf_counter()
+    fit(model, (images, labels), epochs=1, augment="crop+flip", schedule="onecycle", **kw)
+    return time.perf_counter() - t0
+
+
+def jobs_table(args) -> None:
+    """N models one after the other on N threads against N processes at once, one thread
+    each: wall seconds and the ratio (> 1: training them at once is faster)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = args.jobs
+    archs = [a for a in args.archs if a in CIFAR_ARCHS]
+    print(f"\n== {n} models, {args.pipeline_batches} batches of {args.batch_size} each "
+          "(fit, crop+flip, one-cycle), wall seconds")
+    print(f"{'arch':<16}{'loss':<10}{f'serial, {n} threads':>20}{f'{n} at once, 1 thread':>22}"
+          f"{'serial / at once':>18}")
+    ctx = multiprocessing.get_context("spawn")
+    for arch in archs:
+        for loss in args.variant_losses:
+            job = (arch, loss, args.pipeline_batches, args.batch_size)
+            with ProcessPoolExecutor(1, mp_context=ctx) as pool:     # a fresh process, N threads
+                serial = sum(pool.submit(_fit_wall, *job, n, args.seed + i).result()
+                             for i in range(n))
+            with ProcessPoolExecutor(n, mp_context=ctx) as pool:
+                t0 = time.perf_counter()
+                futures = [pool.submit(_fit_wall, *job, 1, args.seed + i) for i in range(n)]
+                [f.result() for f in futures]
+                # the slowest process bounds the wall time; the warm-up runs inside each
+                at_once = max(f.result() for f in futures)
+            print(f"{arch:<16}{loss:<10}{serial:>20.1f}{at_once:>22.1f}"
+                  f"{_x(serial / at_once):>18}", flush=True)
+
+
 @contextmanager
 def _nothing():
     yield
@@ -395,9 +457,14 @@ def main(argv=None) -> None:
                     help="activation of the --variants models (the main tables: Softplus(3))")
     ap.add_argument("--pipeline-batches", type=int, default=20,
                     help="batches of the trainer-loop measurement (0: skip it)")
+    ap.add_argument("--jobs", type=int, default=0, metavar="N",
+                    help="only the table of N models trained at once (one thread each) "
+                         "against one after the other (N threads): robattr train --jobs N")
     args = ap.parse_args(argv)
     if args.pipeline_batches < 0:
         ap.error(f"--pipeline-batches must be >= 0, got {args.pipeline_batches}")
+    if args.jobs < 0 or args.jobs == 1 or (args.jobs and not args.pipeline_batches):
+        ap.error(f"--jobs must be >= 2 (and --pipeline-batches >= 1), got {args.jobs}")
     for key in ("steps", "n", "batch_size"):
         if getattr(args, key) < 1:
             ap.error(f"--{key.replace('_', '-')} must be >= 1, got {getattr(args, key)}")
@@ -414,6 +481,10 @@ def main(argv=None) -> None:
           + (f" ({torch.cuda.get_device_name(dev)}, precision {precision.get()})"
              if dev.type == "cuda" else ""))
     t0 = time.perf_counter()
+    if args.jobs:
+        jobs_table(args)
+        print(f"\n(total {time.perf_counter() - t0:.0f} s)")
+        return
     for arch in args.archs:
         if args.variants:
             variants(arch, args, dev)

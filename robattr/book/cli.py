@@ -18,7 +18,7 @@ examples:
   robattr build --profile paper --executor ray --address auto     on a running Ray cluster
   robattr sweep example/digits_saliency -p epochs 2,5,15 -p arch mlp,cnn --jobs 2
   robattr plan --profile paper                   data, models to train and time, before a build
-  robattr train --profile medium --threads 1     train its models first (in the background)
+  robattr train --profile medium --jobs 2        train its models first, two at a time
   robattr data fetch mnist cifar10               download datasets (needs a network), decode once
   robattr data list                              which datasets are present, and where
 
@@ -90,7 +90,9 @@ def _parser() -> argparse.ArgumentParser:
                          "or to train (with its estimate)")
     pl.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="also estimate the wall time of `robattr build --jobs N` (N notebooks "
-                         "at a time; a notebook waits for the models another one trains)")
+                         "at a time; a notebook waits for the models another one trains) and of "
+                         "`robattr train --jobs N` then the build, each worker priced on its "
+                         "share of the cores")
     pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     pl.add_argument("--check", action="store_true",
                     help="compare the estimates with the seconds of the book's last build "
@@ -102,7 +104,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="quick (default), medium, paper, smoke or a .yml path")
     tr.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
     tr.add_argument("--threads", type=int, metavar="N",
-                    help="CPU threads for training (default: torch's, one per core)")
+                    help="CPU threads for training (default: torch's, one per core; with "
+                         "--jobs, per model: the cores shared out)")
+    tr.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="train N models at a time, each in its own process on its share of "
+                         "the cores (a student once its teacher is trained); whether that "
+                         "beats one model at a time on every core depends on the machine: "
+                         "benchmarks/training.py --jobs N measures it")
     tr.add_argument("--no-progress", action="store_true", help="no progress bars")
     tr.add_argument("--cheapest-first", action="store_true",
                     help="train the models robattr plan estimates cheapest first (a teacher "
@@ -266,11 +274,18 @@ def _plan(root: Path, args) -> int:
             print(plan_check.format_check(rows, args.profile))
             print(plan_check.format_training_check(train, args.models))
         return 0
-    p = plan.plan(root, args.profile, args.only, log=log)
     if args.jobs < 1:
         raise SystemExit(f"robattr plan: --jobs must be >= 1, got {args.jobs}")
-    print(json.dumps(p.to_dict(), indent=1) if args.json
-          else plan.format_table(p, args.models, args.jobs))
+    p = plan.plan(root, args.profile, args.only, log=log)
+    worker = (plan.plan(root, args.profile, args.only, log=log,
+                        threads=plan.worker_threads(args.jobs)) if args.jobs > 1 else p)
+    if args.json:
+        d = p.to_dict()
+        if args.jobs > 1:
+            d["with_jobs"] = plan.jobs_seconds(worker, args.jobs)
+        print(json.dumps(d, indent=1))
+    else:
+        print(plan.format_table(p, args.models, args.jobs, worker))
     return 0
 
 
@@ -283,8 +298,11 @@ def _train(root: Path, args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
     pretrain.pretrain(root, args.profile, args.only, progress=not args.no_progress,
-                      order="cheapest" if args.cheapest_first else "notebooks")
+                      order="cheapest" if args.cheapest_first else "notebooks",
+                      jobs=args.jobs, threads=args.threads)
     return 0
 
 

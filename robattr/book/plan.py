@@ -48,7 +48,8 @@ from robattr.targets import judged
 
 __all__ = ["Work", "Declaration", "DECLARATIONS", "TRAIN_SIZES", "declared_models",
            "declared_work", "declared_data", "Calibration", "calibrate", "plan", "Plan",
-           "NotebookPlan", "ModelPlan", "format_table", "count_figures"]
+           "NotebookPlan", "ModelPlan", "format_table", "count_figures", "worker_threads",
+           "jobs_seconds", "teachers", "schedule"]
 
 
 def __getattr__(name: str):
@@ -195,11 +196,10 @@ class Plan:
         """Estimated wall time of ``robattr build --jobs N``: the notebooks start in plan
         order, each on the first free worker; a notebook that uses a model which another
         notebook trains waits until that notebook has finished (a conservative reading of
-        the zoo's lock, which only makes it wait for the model). A worker's kernel has
-        cores/N threads, and each cost is the faster of one thread and all of them
-        (:mod:`robattr.book.calibration`): where threads speed a pass up (large
-        convolutions) a worker is slower than its estimate; the book's small models gain
-        little from a second thread."""
+        the zoo's lock, which only makes it wait for the model). Each notebook takes the
+        seconds this plan gives it: for N > 1, a plan priced on a worker's threads
+        (``plan(..., threads=worker_threads(N))``), since a LeNet's training step runs about
+        twice as fast on two threads as on one (``benchmarks/training.py --jobs 2``)."""
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
         if jobs == 1:
@@ -219,6 +219,20 @@ class Plan:
             heapq.heappush(free, end)
         return max(done.values(), default=0.0)
 
+    def train_first_seconds(self, jobs: int) -> tuple[float, float]:
+        """Estimated wall seconds of ``robattr train --jobs N`` (the models to train, in the
+        order the notebooks ask for them, N at a time: :func:`robattr.book.pretrain.schedule`)
+        and of the ``robattr build --jobs N`` that follows (the notebooks' own work, N at a
+        time, every model cached)."""
+        import heapq
+
+        todo = [m for nb in self.notebooks for m in nb.models if m.status == "train"]
+        train = schedule(todo, {m.key: m.seconds for m in todo}, jobs)
+        free = [0.0] * jobs
+        for nb in self.notebooks:
+            heapq.heappush(free, heapq.heappop(free) + nb.work_seconds + nb.fixed_seconds)
+        return train, max(free)
+
     def to_dict(self) -> dict:
         nbs = []
         for nb in self.notebooks:
@@ -234,7 +248,6 @@ class Plan:
             d["work"] = [{"what": w, "seconds": s} for w, s in nb.work]
             nbs.append(d)
         return {"profile": self.profile, "seconds": self.seconds,
-                "wall_seconds_jobs2": self.wall_seconds(2),
                 "calibrations": self.calibrations, "notebooks": nbs,
                 "data_missing": sorted({n for nb in self.notebooks
                                         for n, ok in nb.data.items() if not ok}),
@@ -322,12 +335,21 @@ def _reference_status(root: Path, name: str, notebooks: list[Notebook]) -> dict[
 
 def plan(root=None, profile: str = "quick", only: str | None = None, *,
          log: Callable[[str], None] | None = None,
-         assume_trained: set[str] | None = None) -> Plan:
+         assume_trained: set[str] | None = None, threads: int | None = None) -> Plan:
     """The plan of ``profile`` (a name or a .yml path) for the notebooks whose key
     matches the glob ``only``: see the module docstring. Costs not yet measured on the
     device a notebook would use are measured first (:func:`calibrate`).
     ``assume_trained``: zoo keys to treat as not cached (what :func:`check_against_stamps`
-    needs to replay a past run); default: the zoo's current state."""
+    needs to replay a past run); default: the zoo's current state. ``threads``: price the
+    CPU work on that many threads (a worker of ``--jobs N``: :func:`worker_threads`);
+    default: torch's thread count."""
+    if threads is not None:
+        from robattr.book.calibration import _threads
+
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+        with _threads(threads):
+            return plan(root, profile, only, log=log, assume_trained=assume_trained)
     from robattr import data as rdata
     from robattr.utils import get_device
 
@@ -385,6 +407,47 @@ def plan(root=None, profile: str = "quick", only: str | None = None, *,
     return Plan(prof["name"], out, [c.description for c in cals.values()])
 
 
+def teachers(config: dict, keys) -> list[str]:
+    """The zoo keys among ``keys`` that the model of ``config`` trains from (a key among its
+    loss's values: ATEX's ``teacher``)."""
+    keys = set(keys)
+    return [v for v in (config.get("loss") or {}).values() if isinstance(v, str) and v in keys]
+
+
+def schedule(todo: list, seconds: dict[str, float], jobs: int) -> float:
+    """The wall seconds of training ``todo`` (models with a zoo ``key`` and ``config``) with
+    ``jobs`` models at a time, as ``robattr train --jobs N`` hands them out: whenever a
+    worker is free, the first model of ``todo`` whose teacher (:func:`teachers`) is done;
+    ``seconds`` are the models' estimated training times."""
+    import heapq
+
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
+    keys = {m.key for m in todo}
+    waiting, running, done, now = list(todo), [], set(), 0.0
+    while waiting or running:
+        for m in list(waiting):
+            if len(running) >= jobs:
+                break
+            if all(t in done for t in teachers(m.config, keys)):
+                waiting.remove(m)
+                heapq.heappush(running, (now + seconds.get(m.key, 0.0), m.key))
+        if not running:
+            raise ValueError("models wait for teachers that nothing trains: "
+                             + ", ".join(m.key for m in waiting))
+        now, key = heapq.heappop(running)
+        done.add(key)
+    return now
+
+
+def worker_threads(jobs: int) -> int:
+    """The CPU threads of each of ``jobs`` workers (``robattr build --jobs N``, ``robattr
+    train --jobs N``): the cores shared out, at least one."""
+    import os
+
+    return max(1, (os.cpu_count() or 1) // jobs)
+
+
 # --------------------------------------------------------------------------- output
 def _hms(seconds: float) -> str:
     s = int(round(seconds))
@@ -404,9 +467,21 @@ def _cpu_text(meta: dict) -> str:
     return f" (CPU {cpu:.2f} s/epoch" + (f", {threads} thread(s))" if threads else ")")
 
 
-def format_table(p: Plan, models: bool = False, jobs: int = 1) -> str:
+def jobs_seconds(worker_plan: Plan, jobs: int) -> dict:
+    """Wall seconds with ``jobs`` workers, from a plan priced on a worker's threads:
+    ``build`` (``robattr build --jobs N`` from the zoo as it is), ``train`` and
+    ``then_build`` (``robattr train --jobs N``, then the build's notebooks, every model
+    cached)."""
+    train, then_build = worker_plan.train_first_seconds(jobs)
+    return {"jobs": jobs, "threads_per_worker": worker_threads(jobs),
+            "build": worker_plan.wall_seconds(jobs), "train": train, "then_build": then_build}
+
+
+def format_table(p: Plan, models: bool = False, jobs: int = 1,
+                 worker_plan: Plan | None = None) -> str:
     """The plan as a text table and a total; ``models``: one line per zoo model too;
-    ``jobs`` > 1: the total's wall time with that many notebooks at a time too."""
+    ``jobs`` > 1: the wall time with that many workers too, from ``worker_plan`` (the plan
+    priced on a worker's threads, :func:`worker_threads`; default ``p``)."""
     rows = [("notebook", "data", "models", "training", "work", "total", "reference")]
     for nb in p.notebooks:
         data = ", ".join(n if ok else f"{n} MISSING" for n, ok in nb.data.items()) or "-"
@@ -451,7 +526,14 @@ def format_table(p: Plan, models: bool = False, jobs: int = 1) -> str:
     lines.append(f"total: {_hms(p.seconds)} (training {_hms(train)}, {d['models_to_train']} "
                  f"model(s) to train){missing}")
     if jobs > 1:
-        lines.append(f"with --jobs {jobs} (notebooks {jobs} at a time, one thread each): about "
-                     f"{_hms(p.wall_seconds(jobs))} of wall time")
+        j = jobs_seconds(worker_plan or p, jobs)
+        each = f"{j['threads_per_worker']} thread(s) each"
+        lines.append(f"robattr build --jobs {jobs} (notebooks {jobs} at a time, {each}): about "
+                     f"{_hms(j['build'])} of wall time")
+        if any(m.status == "train" for nb in p.notebooks for m in nb.models):
+            lines.append(f"robattr train --jobs {jobs} (models {jobs} at a time, {each}), then "
+                         f"robattr build --jobs {jobs}: about {_hms(j['train'] + j['then_build'])}"
+                         f" of wall time (training {_hms(j['train'])}, then the notebooks "
+                         f"{_hms(j['then_build'])})")
     return "\n".join(lines)
 

@@ -70,15 +70,20 @@ def augment(x: torch.Tensor, kind: str, generator: torch.Generator,
     return x
 
 
+def _bytes_scale(images: torch.Tensor) -> float:
+    """What divides stored images into [0, 1]: 255 for uint8 pixel bytes, else 1."""
+    return 255.0 if images.dtype == torch.uint8 else 1.0
+
+
 def _stored(dataset: Any) -> tuple[torch.Tensor, torch.Tensor, float] | None:
     """``(images as stored, targets, scale)`` of an in-memory training set, or None."""
     from robattr.data import InMemoryDataset
 
     if isinstance(dataset, (tuple, list)) and len(dataset) == 2 and \
             all(torch.is_tensor(t) for t in dataset):
-        return dataset[0], dataset[1].long(), 1.0
+        return dataset[0], dataset[1].long(), _bytes_scale(dataset[0])
     if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2:
-        return dataset.tensors[0], dataset.tensors[1].long(), 1.0
+        return dataset.tensors[0], dataset.tensors[1].long(), _bytes_scale(dataset.tensors[0])
     if isinstance(dataset, InMemoryDataset):
         return dataset.images, dataset.targets, float(dataset.scale)
     if isinstance(dataset, Subset):

@@ -623,8 +623,79 @@ def test_wall_seconds_schedules_notebooks_on_workers_and_waits_for_shared_models
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError):
             p.wall_seconds(bad)
-    assert "with --jobs 2" in plan.format_table(p, jobs=2)
-    assert "with --jobs" not in plan.format_table(p)
+    text = plan.format_table(p, jobs=2)
+    assert "robattr build --jobs 2 (notebooks 2 at a time" in text
+    assert "robattr train --jobs 2" in text       # a trains m: train it first, then build
+    assert "--jobs" not in plan.format_table(p)
+
+
+def test_train_then_build_with_workers_schedules_models_then_the_notebooks_work():
+    # models m (100 s) and n (60 s); s (30 s) learns from m (ATEX's teacher); notebooks'
+    # own work 10, 50 and 40 s
+    def nbp(key, work, models):
+        nb = _nbplan(key, work)
+        nb.models = models
+        return nb
+
+    cfg = {"dataset": "digits", "arch": "cnn", "activation": "relu", "method": "ce",
+           "epochs": 1}
+    m = plan.ModelPlan("m", cfg, "train", 100.0)
+    n = plan.ModelPlan("n", cfg, "train", 60.0)
+    s = plan.ModelPlan("s", {**cfg, "method": "atex", "loss": {"teacher": "m"}}, "train", 30.0)
+    p = plan.Plan("x", [nbp("a", 10, [m, s]), nbp("b", 50, [n, plan.ModelPlan("m", cfg, "shared")]),
+                        nbp("c", 40, [])], [])
+    # one worker: 190 s of models; two: m [0, 100] and n [0, 60]; s waits for m: [100, 130]
+    assert p.train_first_seconds(1) == (pytest.approx(190), pytest.approx(100))
+    assert p.train_first_seconds(2) == (pytest.approx(130), pytest.approx(50))
+    j = plan.jobs_seconds(p, 2)
+    assert (j["train"], j["then_build"], j["jobs"]) == (pytest.approx(130), pytest.approx(50), 2)
+    assert j["threads_per_worker"] == plan.worker_threads(2) >= 1
+    assert plan.worker_threads(10 ** 6) == 1
+    text = plan.format_table(p, jobs=2)
+    assert "then robattr build --jobs 2: about 3m00s of wall time (training 2m10s" in text
+
+
+def test_schedule_starts_a_student_after_its_teacher():
+    from robattr.book.plan import schedule
+    from robattr.book.pretrain import Pending
+
+    def model(key, **loss):
+        return Pending(key, {"loss": loss}, "nb", "cpu")
+
+    todo = [model("t"), model("c"), model("s", teacher="t")]
+    secs = {"t": 10.0, "c": 1.0, "s": 5.0}
+    assert schedule(todo, secs, 1) == 16.0
+    assert schedule(todo, secs, 2) == 15.0         # s waits for t although a worker is free at 1
+    assert schedule(todo, secs, 3) == 15.0
+    assert schedule([], secs, 2) == 0.0
+    with pytest.raises(ValueError, match="teachers that nothing trains"):
+        schedule([model("a", teacher="b"), model("b", teacher="a")], {}, 2)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="jobs"):
+            schedule(todo, secs, bad)
+
+
+def test_a_plan_priced_on_fewer_threads_calibrates_on_them(fake_costs, monkeypatch):
+    import torch
+
+    seen = []
+    real = plan.calibrate
+    monkeypatch.setattr(plan, "calibrate",
+                        lambda works, dev, **kw: seen.append(torch.get_num_threads()) or
+                        real(works, dev, **kw))
+    before = torch.get_num_threads()
+    plan.plan(ROOT, "smoke", only="example/digits_saliency", threads=1)
+    assert seen == [1] and torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="threads"):
+        plan.plan(ROOT, "smoke", only="example/digits_saliency", threads=0)
+
+
+def test_plan_json_with_jobs_gives_the_workers_wall_times(fake_costs, capsys):
+    assert cli.main(["plan", "--profile", "smoke", "--only", "example/*", "--jobs", "2",
+                     "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    w = d["with_jobs"]
+    assert w["jobs"] == 2 and w["train"] > 0 and w["build"] > 0 and w["then_build"] > 0
 
 
 def test_training_estimate_caps_train_size_at_the_split():
@@ -692,6 +763,23 @@ def test_robattr_train_trains_what_the_notebooks_ask_for(tmp_path, monkeypatch, 
     assert zoo.info("digits", "cnn", **{k: todo.config[k] for k in ("epochs", "lr", "seed")},
                     batch_size=todo.config["batch_size"]) is not None
     assert cli.main(["--root", str(ROOT), "train", "--threads", "0"]) == 2
+
+
+def test_robattr_train_jobs_trains_models_at_once_in_processes(tmp_path, monkeypatch, capsys):
+    from robattr.book import pretrain
+
+    monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path))
+    only = "example/*i*"              # digits_saliency and attribution_methods: two CE CNNs
+    todo = pretrain.pending(ROOT, "smoke", only)
+    assert len(todo) >= 2
+    said = []
+    assert pretrain.pretrain(ROOT, "smoke", only, jobs=2, threads=1, log=said.append) == len(todo)
+    assert f"{len(todo)} model(s) to train" in said[0] and "2 at a time" in said[0]
+    assert sum("done in" in line and "test accuracy" in line for line in said) == len(todo)
+    assert pretrain.pending(ROOT, "smoke", only) == []
+    with pytest.raises(ValueError, match="jobs"):
+        pretrain.pretrain(ROOT, "smoke", only, jobs=0)
+    assert cli.main(["--root", str(ROOT), "train", "--jobs", "0"]) == 2
 
 
 def test_cheapest_first_trains_the_quick_models_first_and_a_teacher_before_its_student():

@@ -48,6 +48,11 @@ def test_subsets_tensors_and_a_single_last_batch():
     assert device_batches(torch.utils.data.TensorDataset(x, torch.arange(6)), batch_size=2,
                           seed=0, device=CPU) is not None
     assert device_batches([(x[0], 0)] * 3, batch_size=2, seed=0, device=CPU) is None
+    raw = _images(6)                                  # uint8 tensors are pixel bytes: / 255
+    for held in ((raw, torch.arange(6)), torch.utils.data.TensorDataset(raw, torch.arange(6))):
+        got = torch.cat([b for b, _ in device_batches(held, batch_size=6, seed=0, device=CPU)])
+        assert got.max() <= 1
+        torch.testing.assert_close(got.sort(0).values, (raw.float() / 255).sort(0).values)
 
 
 def test_crop_is_a_window_of_the_zero_padded_image_and_flip_mirrors():
