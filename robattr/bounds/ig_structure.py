@@ -78,8 +78,9 @@ def ig_jacobian_parts(model: nn.Module, x: torch.Tensor, target=None, *, steps: 
     logit of ``target`` (fixed; None: the class predicted at ``x``); the nodes and weights
     are those of :func:`robattr.attributions.path_points` (``method="right"`` is the
     paper's Eq. 40). The Hessians at the ``N·steps`` path points are dense (``d`` backward
-    passes): for small inputs. Refused (:class:`DenseJacobianTooLarge`) above
-    ``max_bytes``. Returns ``(a, B)`` as float64 tensors; ``a`` is shaped like ``x``,
+    passes): for small inputs. They are taken a few images at a time, so that those held at
+    once stay within ``max_bytes``; refused (:class:`DenseJacobianTooLarge`) when one image's
+    alone would not. Returns ``(a, B)`` as float64 tensors; ``a`` is shaped like ``x``,
     ``B`` is (N, d, d) over the flattened input.
     """
     from robattr.attributions import path_points, resolve_target
@@ -90,13 +91,19 @@ def ig_jacobian_parts(model: nn.Module, x: torch.Tensor, target=None, *, steps: 
     steps = _count("steps", steps)
     alphas, weights = path_points(steps, method)
     n, d, k = x.shape[0], x[0].numel(), len(alphas)
-    need = n * k * d * d * 8 * 2
-    if need > max_bytes:
+    per_image = k * d * d * 8 * 2
+    if per_image > max_bytes:
         raise DenseJacobianTooLarge(
-            f"the {n * k} Hessians of ig_jacobian_parts (d = {d}) need about "
-            f"{need / 2 ** 30:.2f} GiB, over the allowed {max_bytes / 2 ** 30:.2f} GiB")
+            f"the {k} Hessians of one image in ig_jacobian_parts (d = {d}) need about "
+            f"{per_image / 2 ** 30:.2f} GiB, over the allowed {max_bytes / 2 ** 30:.2f} GiB")
     with torch.no_grad():
         t = resolve_target(model, x, target)
+    chunk = int(max_bytes // per_image)
+    if n > chunk:
+        parts = [ig_jacobian_parts(model, x[i:i + chunk], t[i:i + chunk], steps=steps,
+                                   method=method, max_bytes=max_bytes)
+                 for i in range(0, n, chunk)]
+        return torch.cat([a for a, _ in parts]), torch.cat([B for _, B in parts])
     a_t = torch.as_tensor(alphas, dtype=x.dtype, device=x.device)
     w_t = torch.as_tensor(weights, dtype=torch.float64, device=x.device)
     pts = (a_t.reshape((k, 1) + (1,) * (x.ndim - 1)) * x.unsqueeze(0)).reshape((k * n,) + x.shape[1:])

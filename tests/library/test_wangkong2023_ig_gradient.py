@@ -109,8 +109,19 @@ def test_ig_jacobian_parts_bad_input_and_refusal():
         D.ig_jacobian_parts(model, x, steps=0)
     with pytest.raises(ValueError):
         D.ig_jacobian_parts(model, x[0])
-    with pytest.raises(D.DenseJacobianTooLarge):
+    with pytest.raises(D.DenseJacobianTooLarge, match="one image"):
         D.ig_jacobian_parts(model, x, steps=4, max_bytes=100)
+
+
+def test_ig_jacobian_parts_takes_a_few_images_at_a_time_within_its_memory():
+    model = random_softplus_net(0, 4, 5, 3, 3.0, 1)
+    x = torch.rand(5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    whole = D.ig_jacobian_parts(model, x, steps=4)
+    one_image = 4 * 4 * 4 * 8 * 2                       # steps x d x d x float64 x 2
+    for budget in (one_image, 2 * one_image + 1):       # one image, then two, at a time
+        parts = D.ig_jacobian_parts(model, x, steps=4, max_bytes=budget)
+        for got, want in zip(parts, whole):
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
 def test_relu_limit_fixed_steps_becomes_diagonal():
