@@ -38,10 +38,12 @@ __all__ = ["training_cost", "higher_is_better", "EVALUATIONS", "PER_IMAGE_HEADLI
 # --------------------------------------------------------------------------- cost
 def training_cost(model: nn.Module) -> dict:
     """Accuracy and training cost of a zoo model, from ``model.zoo_meta``:
-    ``test_acc``, ``seconds_per_epoch`` (mean over epochs), ``train_seconds`` (the whole
-    training) and ``peak_memory_mb`` (the trainer's peak: CUDA's allocator on a GPU,
-    autograd's saved activations + parameters/gradients/optimizer state on the CPU;
-    NaN if the zoo did not record it)."""
+    ``test_acc``, ``seconds_per_epoch`` (wall seconds, mean over epochs: they count whatever
+    else the machine ran), ``cpu_seconds_per_epoch`` (the training process's CPU seconds,
+    which other processes do not inflate), ``train_seconds`` (the whole training) and
+    ``peak_memory_mb`` (the trainer's peak: CUDA's allocator on a GPU, autograd's saved
+    activations + parameters/gradients/optimizer state on the CPU); NaN where the zoo did
+    not record it (a model trained before it kept that record)."""
     meta = getattr(model, "zoo_meta", None)
     if not isinstance(meta, dict):
         raise ValueError("model has no zoo_meta: training_cost needs a model from "
@@ -49,9 +51,10 @@ def training_cost(model: nn.Module) -> dict:
     spe = meta.get("seconds_per_epoch")
     if isinstance(spe, (list, tuple)):
         spe = float(np.mean(spe)) if spe else float("nan")
-    peak = meta.get("peak_memory_bytes")
+    peak, cpu = meta.get("peak_memory_bytes"), meta.get("cpu_seconds_per_epoch")
     return {"test_acc": float(meta.get("test_acc", float("nan"))),
             "seconds_per_epoch": float(spe) if spe is not None else float("nan"),
+            "cpu_seconds_per_epoch": float(cpu) if cpu is not None else float("nan"),
             "train_seconds": float(meta.get("train_seconds", float("nan"))),
             "peak_memory_mb": float(peak) / 2 ** 20 if peak is not None else float("nan")}
 
@@ -59,8 +62,8 @@ def training_cost(model: nn.Module) -> dict:
 
 # --------------------------------------------------------------------------- directions
 _LOWER = ("T_e_", "T_c_deg_", "dev_", "angle_deg_", "frac_above_Te_", "fooled",
-          "seconds_per_epoch", "train_seconds", "step_seconds", "peak_memory_mb",
-          "cert_violations")
+          "seconds_per_epoch", "cpu_seconds_per_epoch", "train_seconds", "step_seconds",
+          "peak_memory_mb", "cert_violations")
 #: Quantus's four robustness metrics (robattr.metrics.quantus_adapter.ROBUSTNESS_METRICS, by
 #: Quantus's own names): sensitivities and Lipschitz ratios, lower = more robust.
 _QUANTUS_LOWER = ("Max-Sensitivity", "Avg-Sensitivity", "Local Lipschitz Estimate",

@@ -19,8 +19,8 @@ from robattr.chapters.crosspaper import agreement, rows, tables  # noqa: E402
 
 def fake_model(key: str, loss: dict | None = None, **meta) -> SimpleNamespace:
     zoo_meta = {"key": key, "config": {"loss": loss or {}}, "test_acc": 0.9,
-                "seconds_per_epoch": [1.0, 3.0], "train_seconds": 4.0,
-                "peak_memory_bytes": 2 ** 21, **meta}
+                "seconds_per_epoch": [1.0, 3.0], "cpu_seconds_per_epoch": 1.5,
+                "train_seconds": 4.0, "peak_memory_bytes": 2 ** 21, **meta}
     return SimpleNamespace(zoo_meta=zoo_meta)
 
 
@@ -375,6 +375,7 @@ def test_the_cost_table_is_shown_as_two_tables_named_in_words(monkeypatch):
                         lambda df, why=None, caption=None: shown.append((df, why, caption)))
     cost = pd.DataFrame({"method": ["ce", "at"], "source": ["-", "wang2020"], "hparams": ["-", "eps=1"],
                          "test_acc": [0.9, np.nan], "seconds_per_epoch": [1.0, 2.0],
+                         "cpu_seconds_per_epoch": [0.8, np.nan],
                          "train_seconds": [10.0, 20.0], "peak_memory_mb": [3.0, 3.0],
                          "step_seconds": [0.1, 0.3], "step_vs_CE": [1.0, 3.0],
                          "memory_vs_CE": [1.0, 1.0]}, index=pd.Index(["CE", "AT-l2"], name="row"))
@@ -384,7 +385,7 @@ def test_the_cost_table_is_shown_as_two_tables_named_in_words(monkeypatch):
     assert list(costs.columns) == list(E.COST_WORDS[1].values())
     assert list(models.index) == ["CE", "AT-l2", "ATEX"] and costs.loc["AT-l2", "step time (× CE)"] == 3.0
     assert why1 == {"ATEX": "not trained", "test accuracy": E.NOT_RECORDED}
-    assert why2 == {"ATEX": "not trained"}
+    assert why2 == {"ATEX": "not trained", "CPU seconds per epoch": E.NOT_RECORDED}
     assert not any("_" in c for c in [*models.columns, *costs.columns])
 
 
