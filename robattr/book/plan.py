@@ -506,7 +506,7 @@ def format_table(p: Plan, models: bool = False, jobs: int = 1,
                     if m.recorded_test_acc is not None:
                         c = m.config
                         rec += "; " + judged(c["dataset"], c["arch"], c["method"],
-                                             m.recorded_test_acc)
+                                             m.recorded_test_acc, c.get("loss"))
                     lines.append(f"      cached  {m.label} ({rec})")
                 elif m.status == "shared":
                     lines.append(f"      shared  {m.label} (trained by an earlier notebook)")

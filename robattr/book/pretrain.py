@@ -140,7 +140,7 @@ def pretrain(root=None, profile: str = "quick", only: str | None = None, *,
     def finished(i: int, m: Pending, t0: float, accuracy: float) -> None:
         c = m.config
         log(f"[{i}/{n}] done in {time.perf_counter() - t0:.0f} s: "
-            + judged(c["dataset"], c["arch"], c["method"], accuracy))
+            + judged(c["dataset"], c["arch"], c["method"], accuracy, c.get("loss")))
 
     if jobs > 1 and n > 1:
         return _pretrain_parallel(todo, jobs, threads, started, finished, log)

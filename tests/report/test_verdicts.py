@@ -409,16 +409,27 @@ def test_targets_come_per_dataset_architecture_and_method_with_their_source():
     assert "003 Table 1" in hess.source
     res = targets.target("cifar10", "resnet18", "l2_cosd")
     assert "ResNet18 l2+Cosd" in res.source and res.accuracy > hess.accuracy
-    ssr = targets.target("cifar10", "lenet", "ssr")          # no source gives SSR on a LeNet
-    assert ssr.accuracy == targets.target("cifar10", "lenet", "ce").accuracy
-    assert "standard training's target applies" in ssr.source
+    advaat = targets.target("cifar10", "lenet", "advaat")    # no source gives it on a LeNet
+    assert advaat.accuracy == targets.target("cifar10", "lenet", "ce").accuracy
+    assert "standard training's target applies" in advaat.source
     assert "LeCun" in targets.target("mnist", "mlp", "trades").source
     assert "Madry" in targets.target("mnist", "cnn", "at").source
     at = targets.target("cifar10", "lenet", "at")      # no source gives AT on a LeNet
     ce = targets.target("cifar10", "lenet", "ce")
     assert at.accuracy == pytest.approx(ce.accuracy * 0.873 / 0.952)
     assert at.least < ce.least and "Madry" in at.source and "003 Table 1" in at.source
-    assert targets.target("cifar10", "lenet", "ssr").accuracy == ce.accuracy   # not adversarial
+    # the paper's own model of a method is the ceiling: 000's IG-NORM and SSR per beta
+    ig = targets.target("cifar10", "lenet", "ig_norm")
+    assert ig.accuracy == pytest.approx(0.495) and "000 Table 3, IG-NORM" in ig.source
+    ssr9 = targets.target("cifar10", "lenet", "ssr", {"ssr_beta": 0.9, "scale": 1.0})
+    assert ssr9.accuracy == pytest.approx(0.62) and "beta = 0.9" in ssr9.source
+    assert targets.target("cifar10", "lenet", "ssr").accuracy == pytest.approx(0.812)
+    assert targets.target("cifar10", "lenet", "ssr", {"ssr_beta": 0.4}).accuracy == \
+        pytest.approx(0.812)                             # a beta 000 does not report: Table 3's
+    assert targets.target("cifar10", "lenet", "at").accuracy == at.accuracy   # 82.9 % is above
+    assert targets.paper_ceiling("mnist", "ig_norm") is None
+    assert targets.target("mnist", "cnn", "ig_norm").accuracy == \
+        targets.target("mnist", "cnn", "ce").accuracy
     assert targets.target("digits", "mlp", "ce") is None
     assert targets.target("cifar10", "cnn", "ce") is None
     # the threshold: SHARE_OF_GAIN of the way from chance to the reference
@@ -435,6 +446,8 @@ def test_a_trained_models_accuracy_is_judged_against_its_target_in_one_line():
     assert targets.judged("cifar10", "lenet", "hessian", least) == \
         f"test accuracy {100 * least:.1f} %, target {100 * least:.1f} %: met"
     assert targets.judged("cifar10", "lenet", "hessian", least - 0.001).endswith(": missed")
+    assert targets.judged("cifar10", "lenet", "ssr", 0.55, {"ssr_beta": 0.9}).endswith(": met")
+    assert targets.judged("cifar10", "lenet", "ssr", 0.55).endswith(": missed")   # beta 0.3's
     assert targets.judged("digits", "mlp", "ce", 0.97) == \
         "test accuracy 97.0 %, no accuracy target for digits mlp"
 

@@ -37,7 +37,7 @@ def _shortfalls(models) -> list[str]:
         if not isinstance(meta, dict) or "test_acc" not in meta:
             continue
         cfg = meta.get("config", {})
-        t = target(cfg.get("dataset"), cfg.get("arch"), cfg.get("method", "ce"))
+        t = target(cfg.get("dataset"), cfg.get("arch"), cfg.get("method", "ce"), cfg.get("loss"))
         if t is not None and float(meta["test_acc"]) < t.least:
             short.append(f"{cfg.get('method', '?')} {cfg.get('arch', '')} on {cfg.get('dataset')}: "
                          f"{100 * float(meta['test_acc']):.1f} % < {t.text()}")
