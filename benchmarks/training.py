@@ -68,9 +68,9 @@ threads? For each of --variant-losses (and --archs), it times ``robattr.train.fi
 time (--pipeline-batches batches, the medium recipe) of N copies of the model: one after
 the other with N threads, then N processes at once with one thread each, and prints the
 ratio. Run it on a machine doing nothing else. What it showed on 2 CPU cores (LeNet, batch
-64, 60 batches, 2026-11-29, the other processes stopped): two models at once took x0.98
-(CE), x1.07 (AT) and x1.17 (l2+cosd) of the time one after the other on two threads took,
-i.e. a LeNet step runs nearly twice as fast on two threads as on one, and ``robattr train
+64, 60 batches, 2026-11-29, the other processes stopped): one after the other on two
+threads took x0.98 (CE), x1.07 (AT) and x1.17 (l2+cosd) the time of two at once on one
+thread each, i.e. a LeNet step runs nearly twice as fast on two threads as on one, and ``robattr train
 --jobs 2`` gains little there.
 
 "img/s" is the examples per second of one loss's step (batch size / step time). After the
