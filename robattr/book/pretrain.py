@@ -192,9 +192,9 @@ def _pretrain_parallel(todo: list[Pending], jobs: int, threads: int | None,
                     started(number[m.key], m)
                     fut = pool.submit(_train_one, m.config, m.device, threads)
                     running[fut] = (m, time.perf_counter())
-            if not running:         # what waits, waits for a teacher that is not in todo
-                raise RuntimeError("robattr train: models wait for teachers that nothing "
-                                   "trains: " + ", ".join(m.label for m in waiting))
+            if not running:         # every model left waits for another: teachers in a cycle
+                raise RuntimeError("robattr train: models that name each other as teachers: "
+                                   + ", ".join(m.label for m in waiting))
             finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished_now:
                 m, t0 = running.pop(fut)
