@@ -339,6 +339,12 @@ def test_models_fit_makes_a_comparison_on_unfit_models_not_comparable():
     assert v.verdict == "not comparable"
     assert "l2_cosd lenet on cifar10: 38.5 %" in v.rule and measured.rule in v.rule
     assert "003 Table 1, LeNet l2+Cosd on CIFAR-10" in v.rule
+    budgeted = _zoo_like("cifar10", 0.538, "at")
+    budgeted.zoo_meta["config"]["epochs"], budgeted.zoo_meta["train_images"] = 5, 50000
+    v = verdicts.models_fit(measured, [budgeted])
+    assert v.verdict == "not comparable"
+    assert "at lenet on cifar10: 53.8 %" in v.rule
+    assert "after 5 epochs on 50000 images, the profile's budget" in v.rule
     edge = targets.target("cifar10", "lenet", "ce").least
     assert verdicts.models_fit(measured, _zoo_like("cifar10", edge)) is measured   # at the target
     with pytest.raises(TypeError, match="must be a Verdict"):

@@ -40,8 +40,19 @@ def _shortfalls(models) -> list[str]:
         t = target(cfg.get("dataset"), cfg.get("arch"), cfg.get("method", "ce"), cfg.get("loss"))
         if t is not None and float(meta["test_acc"]) < t.least:
             short.append(f"{cfg.get('method', '?')} {cfg.get('arch', '')} on {cfg.get('dataset')}: "
-                         f"{100 * float(meta['test_acc']):.1f} % < {t.text()}")
+                         f"{100 * float(meta['test_acc']):.1f} % < {t.text()}{_budget(meta)}")
     return short
+
+
+def _budget(meta: dict) -> str:
+    """The training budget a model below its target had, from its zoo metadata: ", after 5
+    epochs on 50000 images, the profile's budget" (empty when the metadata does not say)."""
+    epochs = meta.get("config", {}).get("epochs")
+    if epochs is None:
+        return ""
+    images = meta.get("train_images")
+    on = f" on {int(images)} images" if images else ""
+    return f", after {int(epochs)} epoch{'' if int(epochs) == 1 else 's'}{on}, the profile's budget"
 
 
 def models_fit(verdict: Verdict, models) -> Verdict:
