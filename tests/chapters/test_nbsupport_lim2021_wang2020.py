@@ -249,9 +249,10 @@ def test_combine_rule_text_says_what_verdicts_combine_does():
     verdicts.combine."""
     V = verdicts.Verdict
     h, p, n, i = (V("holds", ""), V("holds partly", ""), V("does not hold", ""), V("inconclusive", ""))
+    c = V("not comparable", "")
     assert wang2020.COMBINE_RULE == verdicts.COMBINE_RULE
     clauses = wang2020.COMBINE_RULE.split("; ")
-    cases = [([h, h], "holds"), ([n, n], "does not hold"), ([i, i, h], "inconclusive"),
+    cases = [([c, c], "not comparable"), ([h, h, c], "holds"), ([n, n], "does not hold"), ([i, i, h], "inconclusive"),
              ([h, p, n], "holds partly"), ([h, h, i], "holds")]
     assert len(clauses) == len(cases)
     for clause, (parts, expected) in zip(clauses, cases):

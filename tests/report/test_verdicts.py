@@ -80,9 +80,11 @@ def test_combine_is_symmetric(words):
     assert mirrored == _mirror(v)
     # and the verdict never sides with a direction that no part took
     if "holds" not in words and "holds partly" not in words:
-        assert v in ("does not hold", "inconclusive")
+        assert v in ("does not hold", "inconclusive", "not comparable")
     if "does not hold" not in words and "holds partly" not in words:
-        assert v in ("holds", "inconclusive")
+        assert v in ("holds", "inconclusive", "not comparable")
+    # not comparable only when no part could be judged
+    assert (v == "not comparable") == all(w == "not comparable" for w in words)
 
 
 def test_combine_reads_cells_that_go_both_ways_as_mixed():
@@ -95,6 +97,27 @@ def test_combine_reads_cells_that_go_both_ways_as_mixed():
     assert verdicts.combine([h, h, f, f]).verdict == "holds partly"
     assert verdicts.combine([p, p, f, f]).verdict == "holds partly"
     assert verdicts.combine([p] * 3 + [h] * 3 + [f] * 3).verdict == "holds partly"
+
+
+def test_combine_sets_aside_parts_that_are_not_comparable():
+    """A part outside its hypothesis (or withheld by a guard) tests nothing: it neither
+    dilutes a judged part into "inconclusive" nor decides anything. wangkong2023 Table 6's
+    claim: its l2 part (T'_e, judged on every case) fails, its l-inf part (T_e) is outside
+    the local-linearity hypothesis; the claim read "inconclusive" and hid the failure."""
+    h, f, i, nc = (Verdict(v, "") for v in ("holds", "does not hold", "inconclusive",
+                                             "not comparable"))
+    table6 = verdicts.combine([f, nc], what="norms")
+    assert table6.verdict == "does not hold"
+    assert "1 not comparable (set aside: judged on the other 1)" in table6.rule
+    assert table6.rule.endswith("every judged norm goes the other way")
+    assert verdicts.combine([h, nc, nc]).verdict == "holds"
+    assert verdicts.combine([h, i, nc]).verdict == "inconclusive"   # half of the judged
+    assert verdicts.combine([h, h, f, nc]).verdict == "holds partly"
+    assert verdicts.combine([h, h, i, nc]).verdict == "holds"
+    every = verdicts.combine([nc, nc], what="norms")
+    assert every.verdict == "not comparable" and "no norm could be judged" in every.rule
+    # the same parts judged as "inconclusive" instead keep the old reading
+    assert verdicts.combine([f, i], what="norms").verdict == "inconclusive"
 
 
 @pytest.mark.parametrize("what, one", [
@@ -274,7 +297,8 @@ def _every_rule_outcome():
         "combine": {"holds": lambda: verdicts.combine([h, h]),
                     "holds partly": lambda: verdicts.combine([h, f]),
                     "does not hold": lambda: verdicts.combine([f, f, i]),
-                    "inconclusive": lambda: verdicts.combine([i, i, h])},
+                    "inconclusive": lambda: verdicts.combine([i, i, h]),
+                    "not comparable": lambda: verdicts.combine([c, c])},
         "not_worse": {"holds": lambda: verdicts.not_worse(base + noise, base, margin=0.1),
                       "does not hold": lambda: verdicts.not_worse(base - 1, base, margin=0.1),
                       "inconclusive": lambda: verdicts.not_worse(base - 0.1 + noise, base, margin=0.1)},

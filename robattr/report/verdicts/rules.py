@@ -104,12 +104,13 @@ def gap(a, b=0.0, *, higher_is_better: bool = True, level: float = 0.95,
 
 
 #: :func:`combine`'s rule in words, clause by clause (the notebooks quote it).
-COMBINE_RULE = ("every part holds: holds; every part goes the other way: does not hold; "
-                "at least half within the noise (inconclusive or not comparable): "
-                "inconclusive; parts that go both ways, or that hold only partly: holds "
-                "partly (mixed, with the count each way); otherwise the decided parts all go "
-                "one way and make more than half: that way, with the parts left in the noise "
-                "counted")
+COMBINE_RULE = ("parts not comparable (outside a hypothesis or a guard) are set aside and "
+                "counted, and every part not comparable gives not comparable; of the parts "
+                "judged: every part holds: holds; every part goes the other way: does not hold; "
+                "at least half inconclusive: inconclusive; parts that go both ways, or that "
+                "hold only partly: holds partly (mixed, with the count each way); otherwise the "
+                "decided parts all go one way and make more than half: that way, with the "
+                "parts left in the noise counted")
 
 
 def not_worse(a, b=0.0, *, margin: float, higher_is_better: bool = True, level: float = 0.95,
@@ -146,8 +147,13 @@ def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
     by a rule that is symmetric: swapping "holds" and "does not hold" in the parts mirrors
     the verdict (:data:`COMBINE_RULE`).
 
+    A part that is "not comparable" (a hypothesis it is stated under fails, a guard withholds
+    it) tests nothing, so it is set aside and counted in the rule; it can neither dilute the
+    parts that were judged into "inconclusive" nor decide anything. Every part not
+    comparable: not comparable. Of the parts judged:
+
     * holds: every part holds; does not hold: every part goes the other way;
-    * inconclusive: at least half of the parts are inconclusive or not comparable;
+    * inconclusive: at least half of the parts are inconclusive;
     * holds partly (*mixed*): some parts hold and some go the other way, or some part
       itself holds only partly; the rule names how many go each way;
     * otherwise every decided part goes one way (holds, or does not hold) and the decided
@@ -156,21 +162,28 @@ def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
     verdicts = list(verdicts)
     if not verdicts or not all(isinstance(v, Verdict) for v in verdicts):
         raise ValueError("combine needs a non-empty list of Verdicts")
-    n = len(verdicts)
     counts = {k: sum(v.verdict == k for v in verdicts) for k in VERDICTS}
+    aside = counts["not comparable"]
+    n = len(verdicts) - aside
     held, failed, partly = counts["holds"], counts["does not hold"], counts["holds partly"]
-    noise = counts["inconclusive"] + counts["not comparable"]
-    tally = (f"{held} of {n} {what} hold, {partly} partly, {failed} do not, "
-             f"{counts['inconclusive']} inconclusive")
-    if counts["not comparable"]:
-        tally += f", {counts['not comparable']} not comparable"
+    noise = counts["inconclusive"]
+    tally = (f"{held} of {len(verdicts)} {what} hold, {partly} partly, {failed} do not, "
+             f"{noise} inconclusive")
+    if aside:
+        tally += f", {aside} not comparable"
+    if n == 0:
+        return Verdict("not comparable", f"{tally}: no {_singular(what)} could be judged")
+    if aside:
+        tally += f" (set aside: judged on the other {n})"
+    every = "every" if not aside else "every judged"
     if held == n:
-        return Verdict("holds", f"{tally}: every {_singular(what)} holds")
+        return Verdict("holds", f"{tally}: {every} {_singular(what)} holds")
     if failed == n:
-        return Verdict("does not hold", f"{tally}: every {_singular(what)} goes the other way")
+        return Verdict("does not hold", f"{tally}: {every} {_singular(what)} goes the other way")
     if noise >= n / 2:
-        return Verdict("inconclusive", f"{tally}: at least half of the {what} are within the "
-                       "noise")
+        judged = " judged" if aside else ""
+        return Verdict("inconclusive", f"{tally}: at least half of the {what}{judged} are "
+                       "within the noise")
     if (held and failed) or partly:
         return Verdict("holds partly", f"{tally}: mixed, the {what} go both ways")
     if held:
