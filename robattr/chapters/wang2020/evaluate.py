@@ -146,7 +146,7 @@ def cell_verdict(frame: pd.DataFrame, key: str, a, b, what: str, **cell):
 
     The attack guard comes first (:func:`robattr.report.verdicts.attack_effective`): the attack
     must move ``b``'s maps more than random noise of the same size (``source ==
-    "random"``), or the cell is inconclusive. Then :func:`robattr.report.verdicts.gap` on the
+    "random"``), or the cell is not tested (not comparable; combining sets it aside). Then :func:`robattr.report.verdicts.gap` on the
     same images, in the metric's robust direction
     (:data:`robattr.attack_protocol.ROBUST_DIRECTION_WANG2020`), labelled ``"{what} {metric} AUC"``.
     """
@@ -175,8 +175,9 @@ def smoothed_vs_gradient(frame: pd.DataFrame, cells: Sequence[dict]):
     words, with the cell counts).
 
     Returns ``(verdict, table)``: the table has one row per pair (its verdict, how many of
-    its cells hold, go the other way or stay in the noise, how many of those the attack
-    guard left inconclusive, and its rule)."""
+    its cells hold, go the other way or stay in the noise, how many the attack guard set
+    aside because the attack moved the gradient map no more than random noise, and its
+    rule)."""
     from robattr.report import verdicts
 
     if not cells:
@@ -242,7 +243,8 @@ def pairs_evidence(table: pd.DataFrame, cells: str) -> str:
     if not need <= set(table.columns):
         raise ValueError(f"table lacks the columns {sorted(need - set(table.columns))}")
     n_pairs = len(table)
-    per_pair = int(table[["cells_hold", "cells_against", "cells_in_noise"]].sum(1).max())
+    per_pair = int(table[["cells_hold", "cells_against", "cells_in_noise",
+                          "attack_ineffective"]].sum(1).max())
     held = int((table.verdict == "holds").sum())
     return (f"How the verdict is built: each of the {n_pairs} (smoothed, gradient) pairs is judged "
             f"on its {per_pair} cells ({cells}). A cell holds when the attack moves the gradient "
@@ -252,9 +254,9 @@ def pairs_evidence(table: pd.DataFrame, cells: str) -> str:
             "Here "
             f"{held} of {n_pairs} pairs hold in full; over the pairs' {n_pairs * per_pair} cells, "
             f"{int(table.cells_hold.sum())} hold, {int(table.cells_against.sum())} go the other "
-            f"way and {int(table.cells_in_noise.sum())} are within the noise "
-            f"({int(table.attack_ineffective.sum())} of them because the attack moved the "
-            "gradient map no more than random noise).")
+            f"way, {int(table.cells_in_noise.sum())} are within the noise, and "
+            f"{int(table.attack_ineffective.sum())} are set aside because the attack moved the "
+            "gradient map no more than random noise (nothing to resist).")
 
 
 def more_robust_wang2020(a, b, on=("attack", "method", "metric")):

@@ -25,7 +25,8 @@ The rules (each can return every outcome it names; ``tests/report/test_verdicts.
   (:func:`spearman_interval`, always within [−1, 1]), above 0 / below 0 / holding 0;
 * :func:`attack_effective`: the guard of a robustness claim: when the attacked maps move
   no more than under random noise of the same size, the attack is ineffective at this
-  scale and the claim is inconclusive, whatever the method;
+  scale: there is nothing to resist, so the claim (or the cell) is not tested there and is
+  not comparable, whatever the method (:func:`combine` sets such a cell aside);
 * :func:`within_hypothesis`: the guard of a statement made under a hypothesis: when the
   run's models break it, the statement is not tested by the run, and its verdict is not
   comparable, whatever the numbers (which the rule still states);

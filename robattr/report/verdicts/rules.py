@@ -432,10 +432,13 @@ def attack_effective(attacked, random, *, level: float = 0.95, n_boot: int = 400
     """The guard of a robustness claim. ``attacked`` and ``random`` are how far the maps
     moved (paired per image; larger = moved more) under the attack and under random noise
     of the same size. ``None`` when the attack moved them significantly more (go on with
-    the claim's own rule); otherwise an inconclusive verdict saying the attack is
-    ineffective at this scale."""
+    the claim's own rule); otherwise the attack is ineffective at this scale, the claim
+    (or cell) is not tested there, and the verdict is "not comparable", saying so
+    (:func:`combine` sets such a cell aside rather than reading it as noise, so an
+    ineffective attack on some cells can neither hide nor dilute the others)."""
     v = gap(attacked, random, level=level, what="attacked − random change", n_boot=n_boot,
             seed=seed)
     if v.verdict == "holds":
         return None
-    return Verdict("inconclusive", f"the attack is ineffective at this scale ({v.rule})")
+    return Verdict("not comparable", f"the attack is ineffective at this scale, so there is "
+                   f"nothing to resist ({v.rule})")
