@@ -463,6 +463,20 @@ def test_targets_come_per_dataset_architecture_and_method_with_their_source():
     assert targets.target("cifar10", "lenet", "ssr", {"ssr_beta": 0.4}).accuracy == \
         pytest.approx(0.812)                             # a beta 000 does not report: Table 3's
     assert targets.target("cifar10", "lenet", "at").accuracy == at.accuracy   # 82.9 % is above
+    # l2 adversarial training keeps what Engstrom et al.'s models keep at the same radius
+    l2 = lambda eps: targets.target("cifar10", "lenet", "at", {"norm": "l2", "eps": eps})
+    linf = targets.target("cifar10", "lenet", "at", {"norm": "linf", "eps": 8 / 255})
+    assert linf.accuracy == at.accuracy and "Madry" in linf.source
+    assert l2(1.0).accuracy == pytest.approx(ce.accuracy * 0.8162 / 0.9525)
+    assert "Engstrom" in l2(1.0).source and "radius 1" in l2(1.0).source
+    assert targets.at_keeps({"norm": "l2", "eps": 0.125})[0] == \
+        pytest.approx((0.9525 + 0.9277) / 2 / 0.9525)             # linear in the radius
+    assert l2(2.0).accuracy == l2(1.0).accuracy and "beyond the largest" in l2(2.0).source
+    assert l2(1.0).least < linf.least < l2(0.25).least      # radius 1 costs more than 8/255
+    # a tiny radius keeps nearly all of standard training, up to 000's own Madry model
+    assert l2(0.25 / 255).accuracy == pytest.approx(0.829) and "000 Table 3" in l2(0.25 / 255).source
+    with pytest.raises(ValueError, match="radius"):
+        targets.at_keeps({"norm": "l2", "eps": -0.1})
     assert targets.paper_ceiling("mnist", "ig_norm") is None
     assert targets.target("mnist", "cnn", "ig_norm").accuracy == \
         targets.target("mnist", "cnn", "ce").accuracy
