@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["TALLY_COLUMNS", "TALLY_ROWS", "by_category", "tallies", "tally_lines",
+__all__ = ["TALLY_COLUMNS", "TALLY_ROWS", "DECIDED", "decided", "by_category", "tallies",
+           "tally_lines",
            "chapter_tally", "all_tallies", "recorded", "collect_untested", "reference_tallied"]
 
 
@@ -24,13 +25,33 @@ TALLY_ROWS = ("statements: hold as printed", "statements: do not hold as printed
               "empirical claims: not comparable")
 
 
+#: the verdicts of an empirical claim that decide it (either way)
+DECIDED = ("holds", "holds partly", "does not hold")
+
+
+def decided(*rows: dict) -> tuple[int, int]:
+    """``(decided, claims)``: how many of the empirical claims counted in ``rows`` (tallies
+    of :func:`tallies`) got a verdict that decides them, either way (:data:`DECIDED`), and
+    how many there are."""
+    claims = sum(n for row in rows for (kind, _), n in row.items() if kind == "claim")
+    done = sum(row.get(("claim", v), 0) for row in rows for v in DECIDED)
+    return done, claims
+
+
+def _share(done: int, claims: int) -> str:
+    return f"{done} of {claims}" + (f" ({100 * done / claims:.0f} %)" if claims else "")
+
+
 def by_category(columns: list[tuple[str, dict]], corner: str = "") -> list[str]:
     """A Markdown table of tallies, one column per ``(name, counts)`` of ``columns`` and one
-    row per category of :data:`TALLY_ROWS`."""
+    row per category of :data:`TALLY_ROWS`, then the empirical claims decided either way
+    (:func:`decided`)."""
     lines = [f"| {corner} | " + " | ".join(name for name, _ in columns) + " |",
              "|---|" + "---:|" * len(columns)]
     for label, cat in zip(TALLY_ROWS, TALLY_COLUMNS):
         lines.append(f"| {label} | " + " | ".join(str(row[cat]) for _, row in columns) + " |")
+    lines.append("| empirical claims decided (any of the first three) | "
+                 + " | ".join(_share(*decided(row)) for _, row in columns) + " |")
     return lines
 
 
@@ -76,6 +97,9 @@ def tally_lines(counts: dict[str, dict[tuple[str, str], int]], chapters,
              for _, row in columns]
     lines.append("| checks, demonstrations, questions (not counted) | "
                  + " | ".join(map(str, apart)) + " |")
+    if len(columns) > 1:
+        lines += ["", f"Empirical claims decided either way, over these papers: "
+                  f"{_share(*decided(*(row for _, row in columns)))}."]
     return lines + [""]
 
 

@@ -689,6 +689,7 @@ def test_verdicts_page_tallies_statements_and_claims_apart_and_nothing_else(tmp_
     for row in ("statements: hold as printed | 1", "statements: do not hold as printed | 1",
                 "statements: other | 0", "empirical claims: hold | 0",
                 "empirical claims: do not hold | 1",
+                "empirical claims decided (any of the first three) | 1 of 1 (100 %)",
                 "checks, demonstrations, questions (not counted) | 3"):
         assert f"| {row} |" in tally, row
     assert "✗ does not hold as printed" in page and "✓ holds as printed" in page
@@ -935,3 +936,19 @@ def test_gap_seeded_refuses_bad_tables():
         verdicts.gap_seeded(np.zeros(5), np.zeros((2, 5)))
     with pytest.raises(ValueError, match="margin"):
         verdicts.gap_seeded(np.zeros((2, 5)), np.zeros((2, 5)), margin=-1)
+
+
+def test_the_decided_share_counts_claims_decided_either_way_and_nothing_else():
+    """The share of empirical claims decided (holds, holds partly or does not hold), from
+    the tallies: statements and the lines not counted stay out of it."""
+    from robattr.book.tallies import TALLY_COLUMNS, decided, tally_lines
+
+    row = {c: 0 for c in TALLY_COLUMNS}
+    row.update({("claim", "holds"): 2, ("claim", "does not hold"): 1, ("claim", "inconclusive"): 1,
+                ("claim", "not comparable"): 2, ("statement", "holds"): 5, ("check", ""): 3})
+    other = {c: 0 for c in TALLY_COLUMNS} | {("claim", "holds partly"): 1}
+    assert decided(row) == (3, 6) and decided(row, other) == (4, 7)
+    assert decided({c: 0 for c in TALLY_COLUMNS}) == (0, 0)
+    table = "\n".join(tally_lines({"wang2020": row, "joo2023": other}, ["wang2020", "joo2023"]))
+    assert "| 3 of 6 (50 %) | 1 of 1 (100 %) |" in table
+    assert "over these papers: 4 of 7 (57 %)." in table
