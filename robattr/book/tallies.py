@@ -50,7 +50,7 @@ def by_category(columns: list[tuple[str, dict]], corner: str = "") -> list[str]:
              "|---|" + "---:|" * len(columns)]
     for label, cat in zip(TALLY_ROWS, TALLY_COLUMNS):
         lines.append(f"| {label} | " + " | ".join(str(row[cat]) for _, row in columns) + " |")
-    lines.append("| empirical claims decided (any of the first three) | "
+    lines.append("| empirical claims: decided | "
                  + " | ".join(_share(*decided(row)) for _, row in columns) + " |")
     return lines
 
@@ -98,7 +98,8 @@ def tally_lines(counts: dict[str, dict[tuple[str, str], int]], chapters,
     lines.append("| checks, demonstrations, questions (not counted) | "
                  + " | ".join(map(str, apart)) + " |")
     if len(columns) > 1:
-        lines += ["", f"Empirical claims decided either way, over these papers: "
+        lines += ["", f"Empirical claims decided (they hold, hold partly or do not hold), over "
+                  f"these papers: "
                   f"{_share(*decided(*(row for _, row in columns)))}."]
     return lines + [""]
 
@@ -175,7 +176,8 @@ def chapter_tally(root: Path, chapter: str, counts: dict, refs: dict[str, dict],
     lines = by_category(runs) if runs else [
         "No run of this build has recorded this chapter's statements or claims yet."]
     text = ("Each statement is tested as printed; each empirical claim is judged by the noise "
-            "rules at the scale its line shows. Checks of the book's own arithmetic, "
+            "rules at the scale its line shows; *decided* counts those that hold, hold partly "
+            "or do not hold. Checks of the book's own arithmetic, "
             "demonstrations and the book's own questions are not counted. The "
             "{doc}`Verdicts page <../verdicts>` lists every line.")
     mine = untested[untested["chapter"] == chapter] if untested is not None else []

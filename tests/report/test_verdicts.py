@@ -689,7 +689,7 @@ def test_verdicts_page_tallies_statements_and_claims_apart_and_nothing_else(tmp_
     for row in ("statements: hold as printed | 1", "statements: do not hold as printed | 1",
                 "statements: other | 0", "empirical claims: hold | 0",
                 "empirical claims: do not hold | 1",
-                "empirical claims decided (any of the first three) | 1 of 1 (100 %)",
+                "empirical claims: decided | 1 of 1 (100 %)",
                 "checks, demonstrations, questions (not counted) | 3"):
         assert f"| {row} |" in tally, row
     assert "✗ does not hold as printed" in page and "✓ holds as printed" in page
@@ -951,4 +951,4 @@ def test_the_decided_share_counts_claims_decided_either_way_and_nothing_else():
     assert decided({c: 0 for c in TALLY_COLUMNS}) == (0, 0)
     table = "\n".join(tally_lines({"wang2020": row, "joo2023": other}, ["wang2020", "joo2023"]))
     assert "| 3 of 6 (50 %) | 1 of 1 (100 %) |" in table
-    assert "over these papers: 4 of 7 (57 %)." in table
+    assert "over these papers: 4 of 7 (57 %)." in table and "| empirical claims: decided |" in table
