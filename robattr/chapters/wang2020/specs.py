@@ -74,18 +74,21 @@ def table3_4_ssr(p: dict) -> dict[str, dict]:
     """Table 3's four trainings (:data:`TABLE3_TRAININGS`: natural, SSR at the first of
     ``betas``, Madry's l2 adversarial training at radius ``at_eps_255``, IG-NORM), natural
     training at seeds 1 .. ``natural_seeds`` - 1 (:func:`seed_label`), then SSR at each of
-    ``betas`` (:func:`beta_label`; the first is Table 3's SSR model again)."""
+    ``betas`` (:func:`beta_label`; the first is Table 3's SSR model again). Every SSR model
+    trains ``epochs_ssr`` epochs (0: ``epochs``), the same at every β, since Table 4
+    compares them."""
     d, a, e = p["dataset"], p["arch"], p["epochs"]
+    e_ssr = p.get("epochs_ssr") or e
     at_eps = p["at_eps_255"] / 255
     out = {"Natural": spec(d, a, "ce", epochs=e),
-           "SSR": spec(d, a, "ssr", epochs=e, ssr_beta=float(p["betas"][0]),
+           "SSR": spec(d, a, "ssr", epochs=e_ssr, ssr_beta=float(p["betas"][0]),
                        scale=float(p["ssr_scale"])),
            "Madry": spec(d, a, "at", epochs=e, norm="l2", eps=at_eps, steps=7,
                          step_size=at_eps / 4),
            "IG-NORM": spec(d, a, "ig_norm", epochs=p["epochs_ig_norm"],
                            gamma=float(p["ig_norm_gamma"]), batch_size=p["batch_size_ig_norm"])}
     out.update(_seeds("Natural", out["Natural"], p["natural_seeds"]))
-    out.update({beta_label(b): spec(d, a, "ssr", epochs=e, ssr_beta=float(b),
+    out.update({beta_label(b): spec(d, a, "ssr", epochs=e_ssr, ssr_beta=float(b),
                                     scale=float(p["ssr_scale"])) for b in p["betas"]})
     return out
 

@@ -82,6 +82,11 @@ def test_table3_4_the_four_trainings_the_natural_seeds_and_ssr_at_each_beta():
         assert got[label] == {**got["Natural"], "seed": s}
     assert "seed" not in got["Natural"]
     assert len(specs.seeded(got, "Natural")) == p["natural_seeds"]
+    # epochs_ssr: 0 trains SSR as long as the others; a count applies to every beta alike
+    assert p["epochs_ssr"] == 0 and got["SSR"]["epochs"] == got["Natural"]["epochs"]
+    longer = specs.table3_4_ssr({**p, "epochs_ssr": p["epochs"] + 3})
+    assert {longer[b]["epochs"] for b in betas} == {p["epochs"] + 3}
+    assert longer["Natural"] == got["Natural"] and longer["Madry"] == got["Madry"]
 
 
 def test_table5_6_table5s_pair_and_seeds_then_fig7s_radii_and_seeds(monkeypatch):
