@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,10 +136,23 @@ def environ(values: dict[str, str]):
                 os.environ[k] = v
 
 
+#: how many times a notebook whose kernel died while starting, before any cell ran, is
+#: started: such a death (a port taken by a kernel starting beside it, a slow machine) is
+#: the machine's, not the notebook's, and nothing of the run is lost by starting again
+KERNEL_START_ATTEMPTS = 3
+_STARTUP_DEATH = "before replying to kernel_info"
+
+
+def _died_starting(err: BaseException) -> bool:
+    """Whether ``err`` is a kernel that died before it answered its first request."""
+    return isinstance(err, RuntimeError) and _STARTUP_DEATH in str(err)
+
+
 def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
             progress: bool = True) -> NotebookFailure | None:
     """papermill ``nb`` with ``params`` into ``output`` (run in the output's folder).
-    Returns None on success, else what failed and where."""
+    Returns None on success, else what failed and where. A kernel that dies while
+    starting is started again, up to :data:`KERNEL_START_ATTEMPTS` times in all."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -158,11 +172,18 @@ def execute(nb: Notebook, params: dict[str, Any], output: Path, *,
         env[context.PROGRESS_ENV] = str(cells.watch(output.parent))
     hooks = {"on_cell_start": cells.start} if cells else {}
     try:
-        with environ(env):
-            papermill.execute_notebook(str(nb.path), str(output), parameters=params,
-                                       progress_bar=False, cwd=str(output.parent),
-                                       kernel_name="python3", extra_arguments=KERNEL_ARGS,
-                                       **hooks)
+        for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+            try:
+                with environ(env):
+                    papermill.execute_notebook(str(nb.path), str(output), parameters=params,
+                                               progress_bar=False, cwd=str(output.parent),
+                                               kernel_name="python3",
+                                               extra_arguments=KERNEL_ARGS, **hooks)
+                break
+            except RuntimeError as err:
+                if not _died_starting(err) or attempt == KERNEL_START_ATTEMPTS:
+                    raise
+                time.sleep(attempt)
     except PapermillExecutionError as err:
         # papermill inserts one cell after the parameters cell: map back to the source
         cell = err.cell_index - (err.cell_index > parameters_cell_index(nb.path))

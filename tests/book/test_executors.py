@@ -352,3 +352,40 @@ def test_machinery_is_folded_and_the_idea_stays_open(tmp_path):
     execution._fold_machinery(out)
     got = [c.metadata.get("tags") for c in nbformat.read(out, as_version=4).cells[1:]]
     assert got == [["parameters"], ["idea"], ["hide-cell"], ["hide-input"]]
+
+
+def test_a_kernel_that_dies_while_starting_is_started_again(monkeypatch, tmp_path):
+    """'Kernel died before replying to kernel_info' (no cell ran: a port taken by a kernel
+    starting beside it) starts the notebook again, up to KERNEL_START_ATTEMPTS in all; any
+    other failure, and a kernel that keeps dying, is reported as before."""
+    import papermill
+
+    from robattr.book import execution
+    from robattr.book.notebooks import discover
+
+    calls = []
+
+    def dies(times):
+        def fake_execute_notebook(src, out, **kw):
+            calls.append(out)
+            if len(calls) <= times:
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            raise ValueError("reached the notebook")       # past the start: not retried
+        return fake_execute_notebook
+
+    monkeypatch.setattr(execution.time, "sleep", lambda s: None)
+    root = Path(__file__).resolve().parents[2]
+    nb = next(n for n in discover(root) if n.key == "example/digits_saliency")
+    monkeypatch.setattr(papermill, "execute_notebook", dies(2))
+    failure = execution.execute(nb, {}, tmp_path / "out.ipynb", progress=False)
+    assert len(calls) == 3 and "reached the notebook" in failure.error
+    calls.clear()
+    monkeypatch.setattr(papermill, "execute_notebook", dies(execution.KERNEL_START_ATTEMPTS))
+    failure = execution.execute(nb, {}, tmp_path / "out.ipynb", progress=False)
+    assert len(calls) == execution.KERNEL_START_ATTEMPTS
+    assert failure.cell is None and "before replying to kernel_info" in failure.error
+    calls.clear()
+    monkeypatch.setattr(papermill, "execute_notebook", dies(0))
+    assert "reached the notebook" in execution.execute(nb, {}, tmp_path / "o.ipynb",
+                                                       progress=False).error
+    assert len(calls) == 1
