@@ -146,7 +146,8 @@ def cell_verdict(frame: pd.DataFrame, key: str, a, b, what: str, **cell):
 
     The attack guard comes first (:func:`robattr.report.verdicts.attack_effective`): the attack
     must move ``b``'s maps more than random noise of the same size (``source ==
-    "random"``), or the cell is not tested (not comparable; combining sets it aside). Then :func:`robattr.report.verdicts.gap` on the
+    "random"``), or the cell is not tested (not comparable; combining sets it aside).
+    Then :func:`robattr.report.verdicts.gap` on the
     same images, in the metric's robust direction
     (:data:`robattr.attack_protocol.ROBUST_DIRECTION_WANG2020`), labelled ``"{what} {metric} AUC"``.
     """

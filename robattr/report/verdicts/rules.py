@@ -173,15 +173,15 @@ def combine(verdicts: Sequence[Verdict], *, what: str = "cells") -> Verdict:
         tally += f", {aside} not comparable"
     if n == 0:
         return Verdict("not comparable", f"{tally}: no {_singular(what)} could be judged")
+    judged = " judged" if aside else ""
     if aside:
         tally += f" (set aside: judged on the other {n})"
-    every = "every" if not aside else "every judged"
     if held == n:
-        return Verdict("holds", f"{tally}: {every} {_singular(what)} holds")
+        return Verdict("holds", f"{tally}: every{judged} {_singular(what)} holds")
     if failed == n:
-        return Verdict("does not hold", f"{tally}: {every} {_singular(what)} goes the other way")
+        return Verdict("does not hold",
+                       f"{tally}: every{judged} {_singular(what)} goes the other way")
     if noise >= n / 2:
-        judged = " judged" if aside else ""
         return Verdict("inconclusive", f"{tally}: at least half of the {what}{judged} are "
                        "within the noise")
     if (held and failed) or partly:
