@@ -48,15 +48,37 @@ class BuildReport:
         return not self.failed
 
 
-def _log_partly_trained(log, what: str) -> None:
-    """One line per zoo model whose training stopped before its last epoch."""
+def _log_partly_trained(log, what: str, wanted: set[str] | None = None) -> None:
+    """One line per zoo model whose training stopped before its last epoch and that
+    ``wanted`` (zoo keys; None: every model) holds; the others, left by configurations these
+    notebooks no longer ask for, are counted on one line, since nothing resumes them."""
     from robattr import zoo
 
+    left = 0
     for m in zoo.partly_trained():
+        if wanted is not None and m["key"] not in wanted:
+            left += 1
+            continue
         cfg = m["config"] or {}
         name = " ".join(str(cfg.get(k, "?")) for k in ("dataset", "arch", "method"))
         log(f"partly trained: {name} ({m['key'][:12]}), {m['epochs_done']} of "
             f"{m['epochs'] or '?'} epochs: {what}")
+    if left:
+        log(f"{left} partly trained checkpoint(s) in the zoo belong to no model these "
+            f"notebooks ask for (left by a changed configuration): not resumed")
+
+
+def _wanted_keys(todo: dict, prof: dict) -> set[str] | None:
+    """The zoo keys of every model the notebooks in ``todo`` ask for (None when a
+    declaration cannot say)."""
+    from robattr.book.plan import _zoo_key, declared_models
+
+    try:
+        return {_zoo_key(cfg) for nb, params in todo.values()
+                for cfg in declared_models(nb.key, params, effective_train_size(prof, nb.key),
+                                           effective_recipe(prof))}
+    except ParameterError:
+        return None
 
 
 def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
@@ -112,7 +134,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     if todo:
         where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
         log(f"executing {len(todo)} notebook(s) ({profile} profile, {where})")
-        _log_partly_trained(log, "goes on from its checkpoint")
+        _log_partly_trained(log, "goes on from its checkpoint", _wanted_keys(todo, prof))
     job_list = [make_job(nb, params, prof,
                          references=_shown_references(root, nb, profile, prof, keep_reference))
                 for nb, params in todo.values()]
@@ -129,7 +151,8 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
             report.failed.append(failure)
             log(f"[{i}/{len(todo)}] FAILED: {failure}")
     if report.failed:
-        _log_partly_trained(log, "the next build goes on from its checkpoint")
+        _log_partly_trained(log, "the next build goes on from its checkpoint",
+                            _wanted_keys(todo, prof))
     if keep_reference:
         stamps = read_stamps(book_dir)
         for nb, params in plan:

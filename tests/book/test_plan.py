@@ -740,6 +740,33 @@ def test_plan_counts_only_the_epochs_a_checkpoint_does_not_hold(fake_costs):
     assert (listed["key"], listed["epochs_done"], listed["config"]) == (whole.key, 2, cfg)
 
 
+def test_a_build_names_the_partly_trained_models_it_resumes_and_only_counts_the_others(
+        fake_costs):
+    from robattr.book import builder
+    from robattr.zoo import store
+
+    only = "example/digits_saliency"
+    nb = plan.plan(ROOT, "quick", only=only).notebooks[0]
+    wanted = nb.models[0]
+    store.checkpoint(wanted.key, wanted.config).write({"epoch": 2})
+    orphan = {**wanted.config, "epochs": wanted.config["epochs"] + 7}   # a changed recipe
+    store.checkpoint(zoo._key(orphan), orphan).write({"epoch": 1})
+    prof = profiles.load_profile("quick")
+    (note,) = [n for n in notebooks.discover(ROOT) if n.key == only]
+    todo = {only: (note, profiles.resolve(note, prof))}
+    keys = builder._wanted_keys(todo, prof)
+    assert wanted.key in keys and zoo._key(orphan) not in keys
+    said = []
+    builder._log_partly_trained(said.append, "goes on", keys)
+    assert said == [f"partly trained: digits cnn ce ({wanted.key[:12]}), 2 of "
+                    f"{wanted.config['epochs']} epochs: goes on",
+                    "1 partly trained checkpoint(s) in the zoo belong to no model these "
+                    "notebooks ask for (left by a changed configuration): not resumed"]
+    said.clear()
+    builder._log_partly_trained(said.append, "goes on")          # no selection: every one
+    assert len(said) == 2 and all(line.startswith("partly trained") for line in said)
+
+
 def test_robattr_train_trains_what_the_notebooks_ask_for(tmp_path, monkeypatch, capsys):
     from robattr.book import pretrain
 
