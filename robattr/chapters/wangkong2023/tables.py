@@ -25,7 +25,7 @@ from robattr.bounds.jacobian import attribution_function
 
 __all__ = ["HYPOTHESIS_WANGKONG2023", "random_deviation", "guarded", "bound_summary", "bound_table", "side_by_side",
            "crossing_shares", "worst_cell", "concat_runs", "cases_within", "eps_label",
-           "linear_share", "concat_groups", "case_hits"]
+           "linear_share", "linearity_measured", "concat_groups", "case_hits"]
 
 NORMS = ("l2", "linf")
 BOUNDS = ("T_e", "T_prime_e", "T_c")
@@ -188,6 +188,37 @@ def case_hits(runs, attack: str, bounds) -> torch.Tensor:
     return ok
 
 
+def linearity_measured(linearity, groups, *, tol: float | None = None, probe: str = "±ε v_max",
+                       group_unit: str = "images"):
+    """``(linear, text)``: which cases are locally linear at the budget (Taylor remainder
+    ``linearity`` at most ``tol`` of the first-order change, default
+    :data:`~robattr.bounds.linearity.LINEARITY_TOL`) and one clause saying how many, on how many
+    ``group_unit``, with the remainder's median and largest value; ``probe`` names where the
+    remainder was measured."""
+    import numpy as np
+
+    from robattr.bounds.linearity import LINEARITY_TOL
+
+    tol = LINEARITY_TOL if tol is None else float(tol)
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}")
+    lin = np.asarray(linearity.detach().cpu() if torch.is_tensor(linearity) else linearity,
+                     dtype=float).ravel()
+    groups = np.asarray(groups).ravel()
+    if lin.shape != groups.shape:
+        raise ValueError(f"linearity and groups need one entry per case, got {lin.size} and "
+                         f"{groups.size}")
+    if np.isnan(lin).any():
+        raise ValueError("linearity holds NaN")
+    linear = lin <= tol
+    finite = lin[np.isfinite(lin)]
+    spread = (f"median {np.median(lin):.3g}, largest " +
+              (f"{finite.max():.3g}" if finite.size == lin.size else "inf")) if lin.size else "none"
+    return linear, (f"local linearity at the budget (Taylor remainder at most {tol:g} of the "
+                    f"first-order change at {probe}): met by {int(linear.sum())} of {lin.size} cases "
+                    f"on {len(np.unique(groups))} {group_unit} (remainder {spread})")
+
+
 def linear_share(hits, linearity, groups, *, at_least: float, tol: float | None = None,
                  min_share: float | None = None, what: str = "cases", group_unit: str = "images",
                  probe: str = "±ε v_max"):
@@ -209,31 +240,19 @@ def linear_share(hits, linearity, groups, *, at_least: float, tol: float | None 
     import numpy as np
 
     from robattr.report import verdicts
-    from robattr.bounds.linearity import LINEARITY_TOL, MIN_LINEAR_SHARE
+    from robattr.bounds.linearity import MIN_LINEAR_SHARE
 
-    tol = LINEARITY_TOL if tol is None else float(tol)
     min_share = MIN_LINEAR_SHARE if min_share is None else float(min_share)
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0, got {tol!r}")
     if not 0 < min_share <= 1:
         raise ValueError(f"min_share must be in (0, 1], got {min_share!r}")
     hits = np.asarray(hits.detach().cpu() if torch.is_tensor(hits) else hits, dtype=float).ravel()
-    lin = np.asarray(linearity.detach().cpu() if torch.is_tensor(linearity) else linearity,
-                     dtype=float).ravel()
     groups = np.asarray(groups).ravel()
-    if not hits.size or not (hits.shape == lin.shape == groups.shape):
+    linear, measured = linearity_measured(linearity, groups, tol=tol, probe=probe,
+                                          group_unit=group_unit)
+    if not hits.size or hits.shape != groups.shape:
         raise ValueError(f"hits, linearity and groups need one entry per case, got {hits.size}, "
-                         f"{lin.size} and {groups.size}")
-    if np.isnan(lin).any():
-        raise ValueError("linearity holds NaN")
-    linear = lin <= tol
-    k, n = int(linear.sum()), lin.size
-    finite = lin[np.isfinite(lin)]
-    spread = (f"median {np.median(lin):.3g}, largest " +
-              (f"{finite.max():.3g}" if finite.size == n else "inf"))
-    measured = (f"local linearity at the budget (Taylor remainder at most {tol:g} of the first-order "
-                f"change at {probe}): met by {k} of {n} cases on {len(np.unique(groups))} {group_unit} "
-                f"(remainder {spread})")
+                         f"{linear.size} and {groups.size}")
+    k, n = int(linear.sum()), linear.size
     if k < min_share * n:
         everything = verdicts.share_clustered(hits, groups, at_least=at_least, what=what,
                                               group_unit=group_unit)

@@ -203,6 +203,31 @@ def test_n_images_and_judged_bounds():
     assert v.verdict in {"holds", "inconclusive"}
 
 
+def test_table_claims_are_judged_on_every_case_whatever_the_local_linearity():
+    """The tables' claims are the paper's empirical ones, over every attacked image: cases far
+    from local linearity are judged (both ways), not withheld, and the rule says how many met it."""
+    def runs(dev, linearity):
+        return [fake_run(dev, 1.0, linearity) for _ in range(1)]
+
+    n = 400
+    bent = runs([0.5] * n, 0.9)                        # no case locally linear, every one within
+    v = wk.judged_bounds(bent, "paper", ("T_e",), "±ε sign(v_max)", 0.94, "cases", None)
+    assert v.verdict == "holds"
+    assert "met by 0 of 400 cases" in v.rule and "every case judged" in v.rule
+    out = runs([1.5] * n, 0.9)                         # every case above T_e
+    assert wk.judged_bounds(out, "paper", ("T_e",), "±ε sign(v_max)", 0.94, "cases",
+                            None).verdict == "does not hold"
+    assert wk.judged_bounds(runs([0.5] * n, 0.0), "paper", ("T_e",), "±ε v_max", 0.94, "cases",
+                            None).verdict == "holds"
+    broken = wk.judged_bounds(bent, "paper", ("T_e",), "±ε v_max", 0.94, "cases", "max-pooling")
+    assert broken.verdict == "not comparable"          # the architecture's hypothesis still guards
+    # the theorems' own guard (theory_bounds) stays: outside the hypothesis, not comparable
+    from robattr.chapters.wangkong2023 import tables as T
+    r = bent[0]
+    assert T.linear_share(r["dev_paper"] <= r["T_e"], r["linearity"], r["image"],
+                          at_least=0.94).verdict == "not comparable"
+
+
 def test_images_helpers():
     model = tiny_net().float()
     xs = tiny_images(6).float()
