@@ -238,8 +238,9 @@ def step_passes(sig: str | dict) -> list[tuple[str, float, float]]:
     its model family: ``(kind, calls, rows)``, priced like any :class:`Work` item
     (``calls * t0 + rows * t1``). ``"train"`` is one cross-entropy step (forward, backward
     to the parameters, optimizer step); ``"grad"``, ``"grad2"``, ``"hvp"`` and ``"fwd"`` are
-    the passes of :class:`Work`; a backward pass alone is a ``"grad"`` less a ``"fwd"``
-    (negative calls). The counts follow each loss of :mod:`robattr.train.losses` at batch
+    the passes of :class:`Work`; ``"bwd"`` is a backward pass alone, priced as a ``"grad"``
+    less a ``"fwd"`` but never below a ``"fwd"`` (the difference of two fitted timings can
+    come out negative; a reverse pass costs at least its forward). The counts follow each loss of :mod:`robattr.train.losses` at batch
     ``b``: an attack step is a gradient of the batch; IG-NORM's attack takes the gradient of
     an IG of ``ig_steps // approx_factor`` points through its graph (a ``grad2`` of ``b * n``
     rows) at each of its steps and once more for the loss; IGR adds to TRADES an IG of
@@ -259,7 +260,7 @@ def step_passes(sig: str | dict) -> list[tuple[str, float, float]]:
     b, method, hp = float(s["batch_size"]), s["method"], s.get("loss") or {}
     classes = NUM_CLASSES.get(s["dataset"], 10)
     train = [("train", 1, b)]
-    bwd = [("grad", 1, b), ("fwd", -1, -b)]
+    bwd = [("bwd", 1, b)]
     if method == "ce":
         return train
     if method == "at":
@@ -275,8 +276,7 @@ def step_passes(sig: str | dict) -> list[tuple[str, float, float]]:
         k, n = hp.get("steps", 7), hp.get("ig_steps", 50) // max(1, hp.get("approx_factor", 10))
         return [("grad2", k + 1, (k + 1) * n * b)] + train
     if method == "ssr":
-        return train + [(kind, classes * c, classes * r) for kind, c, r in bwd] \
-            + [("grad2", 1, b)]
+        return train + [("bwd", classes, classes * b), ("grad2", 1, b)]
     if method == "hessian":
         n = hp.get("samples", 1)
         return train + [("grad2", n, n * b), ("hvp", n, n * b)]

@@ -82,7 +82,12 @@ class Calibration:
 
     def _pass(self, key: str, calls: float, rows: float) -> float:
         """``calls * t0 + rows * t1`` of the pass ``key``; a training pass (``...|fused``)
-        not measured falls back on the same pass with PyTorch's Softplus."""
+        not measured falls back on the same pass with PyTorch's Softplus. A backward pass
+        alone (``bwd|...``) is a gradient less its forward, and at least a forward."""
+        if key.startswith("bwd|"):
+            rest = key[len("bwd|"):]
+            fwd = self._pass(f"fwd|{rest}", calls, rows)
+            return max(self._pass(f"grad|{rest}", calls, rows) - fwd, fwd)
         if key not in self.passes and key.endswith(FUSED):
             key = key[: -len(FUSED)]
         t0, t1 = self.passes[key]
@@ -111,7 +116,10 @@ def _step_family(sig: str) -> str:
 def _step_keys(sig: str) -> set[str]:
     """The ``kind|family`` passes a training step of signature ``sig`` is priced from."""
     fam = _step_family(sig)
-    return {_fused_key(kind, fam) for kind, _, _ in step_passes(sig)}
+    kinds = {kind for kind, _, _ in step_passes(sig)}
+    if "bwd" in kinds:                       # priced from a gradient and a forward
+        kinds = (kinds - {"bwd"}) | {"grad", "fwd"}
+    return {_fused_key(kind, fam) for kind in kinds}
 
 
 def _calibration_path(slug: str) -> Path:

@@ -230,6 +230,29 @@ def test_a_training_step_is_priced_from_passes_timed_as_training_runs_them(tmp_p
     assert plain.cost(step) == pytest.approx(10 * (calls * 1e-3 + rows * 1e-5))
 
 
+def test_a_backward_pass_alone_never_costs_less_than_a_forward():
+    """SSR's C input-gradient backwards are a gradient less its forward; a calibration whose
+    fitted gradient is cheaper per row than its forward (two noisy fits) had priced a medium
+    MNIST SSR epoch at -10 s. Now a backward costs at least a forward, and exactly the
+    difference when that is larger."""
+    sig = cost.step_signature(cost.zoo_config(cost.spec("digits", "cnn", "ssr")))
+    assert {k.split("|")[0] for k in calibration._step_keys(sig)} == {"train", "grad", "fwd",
+                                                                       "grad2"}
+    kinds = dict((k, (c, r)) for k, c, r in cost.step_passes(sig))
+    assert kinds["bwd"] == (10, 640.0)                  # C = 10 classes at the batch of 64
+    step = cost.Work("step", sig, 1)
+    cal = fake_calibration()
+    for kind in calibration._PASSES:
+        cal.passes[calibration._fused_key(kind, FAM)] = (1e-3, 1e-5)
+    noisy = calibration._fused_key("grad", FAM)
+    cal.passes[noisy] = (1e-3, 0.5e-5)                   # per row: cheaper than the forward
+    fwd = 10 * 1e-3 + 640 * 1e-5
+    others = (1e-3 + 64 * 1e-5) * 2                      # the CE step and the grad2, 1e-3 / 1e-5
+    assert cal.cost(step) == pytest.approx(others + fwd)
+    cal.passes[noisy] = (4e-3, 4e-5)                     # a backward three times the forward
+    assert cal.cost(step) == pytest.approx(others + 3 * fwd)
+
+
 def test_a_calibration_measured_on_a_busy_machine_is_used_but_not_cached(tmp_path, monkeypatch):
     """Measured under load (another training at one thread made every figure of a medium
     plan about twice too high), a calibration answers this plan, says why it may be off,

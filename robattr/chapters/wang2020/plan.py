@@ -134,10 +134,17 @@ def _geometry_work(p):
            grads(fam, n, 1, 2 * len(p["stein_ns"]), "Prop 1: path gradient"),
            grads2(two_d, 6400, 1, 2 * p["n_quad"], "Thm 2: quadrature"),
            hvps(fam, n, p["n_hess"], 30 * len(p["sigmas"]), "Thm 2: smoothed Hessian"),
-           grads2(fam, n, 1, 2 * p["steps"], "Prop 2: searches"),
-           hvps(fam, n, 1, 50, "Thm 3: Hessian norm"),
-           hvps(net, n, 1, 50 * p["n_random"], "Thm 3: random nets")]
-    return out + [grads(fam, n, 2, len(p["deltas"]) * (1 + p["n_random"]), "Thm 3: radii")]
+           grads2(fam, n, 1, 2 * p["steps"], "Prop 2: searches")]
+    # Thm 3's study (wang2020.gradient_change_study) on its own n_thm3 points, per model: the
+    # top Hessian direction (200 power iterations), then per radius a search of `steps`
+    # ascent steps from 3 starts in its first round and 2 in each later one, priced at
+    # search_rounds rounds, which the trained model's searches reach at tol 1e-3
+    m3 = p["n_thm3"]
+    search = len(p["deltas"]) * p["steps"] * (3 + 2 * (p["search_rounds"] - 1))
+    return out + [hvps(fam, m3, 1, 200, "Thm 3: Hessian norm"),
+                  hvps(net, m3, 1, 200 * p["n_random"], "Thm 3: Hessian norm, random nets"),
+                  grads2(fam, m3, 1, search, "Thm 3: searches"),
+                  grads2(net, m3, 1, search * p["n_random"], "Thm 3: searches, random nets")]
 
 
 DECLARATIONS = {
