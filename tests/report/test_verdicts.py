@@ -952,3 +952,32 @@ def test_the_decided_share_counts_claims_decided_either_way_and_nothing_else():
     table = "\n".join(tally_lines({"wang2020": row, "joo2023": other}, ["wang2020", "joo2023"]))
     assert "| 3 of 6 (50 %) | 1 of 1 (100 %) |" in table
     assert "over these papers: 4 of 7 (57 %)." in table and "| empirical claims: decided |" in table
+
+
+def test_a_lower_is_better_difference_reads_as_its_label():
+    """"mean RelEx − SmGrad deletion" must print RelEx − SmGrad, not SmGrad − RelEx: a reader
+    who sees a positive mean beside "holds" for a lower-is-better score would read the
+    verdict backwards (lim2021 Table S3 at medium printed 0.0909 for a RelEx 0.09 lower)."""
+    from robattr.report.verdicts.seeded import gap_seeded
+
+    rng = np.random.default_rng(0)
+    ours = rng.normal(0.18, 0.02, 40)
+    theirs = ours + 0.09 + rng.normal(0, 0.01, 40)
+    v = verdicts.gap(ours, theirs, higher_is_better=False, what="ours − theirs")
+    assert v.verdict == "holds"
+    mean = float((ours - theirs).mean())
+    assert f"mean ours − theirs = {mean:.3g}," in v.rule and mean < 0
+    assert v.rule.endswith("lower is better: below 0")
+    lo, hi = (float(t) for t in v.rule.split("[")[1].split("]")[0].split(", "))
+    assert lo <= mean <= hi < 0
+    w = verdicts.gap(theirs, ours, higher_is_better=False, what="theirs − ours")
+    assert w.verdict == "does not hold" and f"= {-mean:.3g}," in w.rule
+    assert verdicts.gap(ours, theirs, what="ours − theirs").verdict == "does not hold"
+    nw = verdicts.not_worse(ours, theirs, margin=0.5, higher_is_better=False, what="d")
+    assert nw.verdict == "holds" and "lower is better: below 0.5, the margin of comparable" in nw.rule
+    up = verdicts.not_worse(ours, theirs, margin=0.5, what="d")      # higher is better: worse
+    assert up.verdict == "holds" and "above −0.5" in up.rule
+    seeded = gap_seeded(np.stack([ours, ours + 0.001]), np.stack([theirs, theirs - 0.001]),
+                        higher_is_better=False, what="ours − theirs")
+    assert seeded.verdict == "holds" and "= -0.0" in seeded.rule \
+        and "lower is better: below 0" in seeded.rule and "−0 " not in seeded.rule

@@ -51,6 +51,32 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _difference(what: str, mean: float, lo: float, hi: float, higher_is_better: bool,
+                level: float, over: str) -> str:
+    """The mean difference ``what`` (read as a − b) and its interval, as its label reads.
+    The rules work on the difference oriented so that > 0 is better (``mean``, ``lo``,
+    ``hi``); where lower is better that is b − a, so it is turned back to a − b here and
+    the text says that lower is better, rather than print a − b's label beside b − a's
+    numbers."""
+    if not higher_is_better:
+        mean, lo, hi = -mean, -hi, -lo
+    return (f"mean {what} = {_fmt(mean)}, {int(level * 100)} % bootstrap interval "
+            f"[{_fmt(lo)}, {_fmt(hi)}] over {over}"
+            + ("" if higher_is_better else ", lower is better"))
+
+
+def _signed(x: float) -> str:
+    """``x`` with a typographic minus (and no negative zero)."""
+    x = float(x) + 0.0
+    return f"−{_fmt(-x)}" if x < 0 else _fmt(x)
+
+
+def _past(x: float, higher_is_better: bool) -> str:
+    """"above x" on the oriented scale, as the label reads it: "below −x" where lower is
+    better."""
+    return f"above {_signed(x)}" if higher_is_better else f"below {_signed(-x)}"
+
+
 def _values(name: str, v) -> np.ndarray:
     arr = np.asarray(v.detach().cpu() if hasattr(v, "detach") else v, dtype=float).ravel()
     if arr.size == 0:
@@ -92,11 +118,9 @@ def gap(a, b=0.0, *, higher_is_better: bool = True, level: float = 0.95,
     d = (a - b) if higher_is_better else (b - a)
     mean = float(d.mean())
     lo, hi = bootstrap_interval(d, level=level, n_boot=n_boot, seed=seed)
-    sign = "" if higher_is_better else " (lower is better, so b − a)"
-    where = (f"mean {what}{sign} = {_fmt(mean)}, {int(level * 100)} % bootstrap interval "
-             f"[{_fmt(lo)}, {_fmt(hi)}] over {a.size}")
+    where = _difference(what, mean, lo, hi, higher_is_better, level, str(a.size))
     if a.size >= 2 and lo > min_effect:
-        return Verdict("holds", f"{where}: above {_fmt(min_effect)}")
+        return Verdict("holds", f"{where}: {_past(min_effect, higher_is_better)}")
     if a.size >= 2 and hi < -min_effect:
         return Verdict("does not hold", f"{where}: the other way")
     why = "a single pair has no interval" if a.size < 2 else "the interval holds no effect"
@@ -129,16 +153,16 @@ def not_worse(a, b=0.0, *, margin: float, higher_is_better: bool = True, level: 
         raise ValueError(f"a and b must be paired (same length), got {a.size} and {b.size}")
     d = (a - b) if higher_is_better else (b - a)
     lo, hi = bootstrap_interval(d, level=level, n_boot=n_boot, seed=seed)
-    sign = "" if higher_is_better else " (lower is better, so b − a)"
-    where = (f"mean {what}{sign} = {_fmt(float(d.mean()))}, {int(level * 100)} % bootstrap "
-             f"interval [{_fmt(lo)}, {_fmt(hi)}] over {a.size}")
+    where = _difference(what, float(d.mean()), lo, hi, higher_is_better, level, str(a.size))
+    edge = _signed(-margin if higher_is_better else margin)
     if a.size < 2:
         return Verdict("inconclusive", f"{where}: a single pair has no interval")
     if lo > -margin:
-        return Verdict("holds", f"{where}: above −{_fmt(margin)}, the margin of comparable")
+        return Verdict("holds", f"{where}: {_past(-margin, higher_is_better)}, the margin of "
+                       "comparable")
     if hi < -margin:
         return Verdict("does not hold", f"{where}: worse by more than the margin {_fmt(margin)}")
-    return Verdict("inconclusive", f"{where}: the interval holds −{_fmt(margin)}, the margin "
+    return Verdict("inconclusive", f"{where}: the interval holds {edge}, the margin "
                    "of comparable")
 
 

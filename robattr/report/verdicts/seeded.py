@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from robattr.report.verdicts.rules import Verdict, _fmt
+from robattr.report.verdicts.rules import Verdict, _difference, _fmt, _past, _signed
 
 __all__ = ["gap_seeded"]
 
@@ -70,16 +70,16 @@ def gap_seeded(a, b, *, margin: float = 0.0, higher_is_better: bool = True,
         sb = rng.integers(0, b.shape[0], size=(k, b.shape[0]))
         boots.append(sign * (_seed_image_means(a, sa, images) - _seed_image_means(b, sb, images)))
     lo, hi = np.quantile(np.concatenate(boots), [(1 - level) / 2, (1 + level) / 2])
-    turn = "" if higher_is_better else " (lower is better, so b − a)"
-    where = (f"mean {what}{turn} = {_fmt(diff)}, {int(level * 100)} % bootstrap interval "
-             f"[{_fmt(lo)}, {_fmt(hi)}] over {a.shape[0]} and {b.shape[0]} seeds × {n} "
-             f"{unit} (seeds and {unit} resampled)")
+    where = _difference(what, diff, lo, hi, higher_is_better, level,
+                        f"{a.shape[0]} and {b.shape[0]} seeds × {n} {unit} (seeds and {unit} "
+                        "resampled)")
     if lo > -margin:
-        return Verdict("holds", f"{where}: above " + (f"−{_fmt(margin)}, the margin of "
-                                                       "comparable" if margin else "0"))
+        return Verdict("holds", f"{where}: {_past(-margin, higher_is_better)}"
+                       + (", the margin of comparable" if margin else ""))
     if hi < -margin:
         return Verdict("does not hold", f"{where}: " + (f"worse by more than the margin "
                                                         f"{_fmt(margin)}" if margin else
                                                         "the other way"))
+    edge = _signed(-margin if higher_is_better else margin)
     return Verdict("inconclusive", f"{where}: the interval holds "
-                   + (f"−{_fmt(margin)}, the margin of comparable" if margin else "no effect"))
+                   + (f"{edge}, the margin of comparable" if margin else "no effect"))
