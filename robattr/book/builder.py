@@ -134,7 +134,8 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
     if todo:
         where = executor if executor == "ray" or jobs <= 1 else f"{jobs} local processes"
         log(f"executing {len(todo)} notebook(s) ({profile} profile, {where})")
-        _log_partly_trained(log, "goes on from its checkpoint", _wanted_keys(todo, prof))
+        wanted = _wanted_keys(todo, prof)
+        _log_partly_trained(log, "goes on from its checkpoint", wanted)
     job_list = [make_job(nb, params, prof,
                          references=_shown_references(root, nb, profile, prof, keep_reference))
                 for nb, params in todo.values()]
@@ -151,8 +152,7 @@ def build(root: str | os.PathLike | None = None, *, profile: str = "quick",
             report.failed.append(failure)
             log(f"[{i}/{len(todo)}] FAILED: {failure}")
     if report.failed:
-        _log_partly_trained(log, "the next build goes on from its checkpoint",
-                            _wanted_keys(todo, prof))
+        _log_partly_trained(log, "the next build goes on from its checkpoint", wanted)
     if keep_reference:
         stamps = read_stamps(book_dir)
         for nb, params in plan:
