@@ -88,3 +88,33 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture
+def interrupt_training(monkeypatch):
+    """``interrupt_training(epoch)`` -> an exception type: the next zoo trainings save a
+    checkpoint after every epoch and raise it once ``epoch``'s is saved (an interrupted
+    training); ``interrupt_training(None)`` lets them run to the end again."""
+    from robattr import zoo
+    from robattr.train import checkpoint as ckpt_mod
+
+    class Interrupted(Exception):
+        pass
+
+    real_save = ckpt_mod.FileCheckpoint.save
+
+    def arm(epoch):
+        monkeypatch.setattr(zoo, "CHECKPOINT_SECONDS", 0.0)
+        if epoch is None:
+            monkeypatch.setattr(ckpt_mod.FileCheckpoint, "save", real_save)
+            return Interrupted
+
+        def save_then_stop(self, state):
+            real_save(self, state)
+            if state["epoch"] == epoch:
+                raise Interrupted
+
+        monkeypatch.setattr(ckpt_mod.FileCheckpoint, "save", save_then_stop)
+        return Interrupted
+
+    return arm

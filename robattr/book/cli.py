@@ -19,6 +19,8 @@ examples:
   robattr sweep example/digits_saliency -p epochs 2,5,15 -p arch mlp,cnn --jobs 2
   robattr plan --profile paper                   data, models to train and time, before a build
   robattr train --profile medium --jobs 2        train its models first, two at a time
+  robattr zoo export kept --profile medium       its models (or checkpoints) into kept/,
+  robattr zoo import kept                          and into another machine's zoo
   robattr data fetch mnist cifar10               download datasets (needs a network), decode once
   robattr data list                              which datasets are present, and where
 
@@ -115,6 +117,19 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--cheapest-first", action="store_true",
                     help="train the models robattr plan estimates cheapest first (a teacher "
                          "before its student), not in the order the notebooks ask for them")
+    zo = sub.add_parser("zoo", help="carry trained models, and trainings in progress, from "
+                                    "one machine's zoo to another's")
+    zsub = zo.add_subparsers(dest="zoo_command", required=True, metavar="ACTION")
+    ex = zsub.add_parser("export", help="copy the models a profile's notebooks ask for (or the "
+                                        "checkpoints of their trainings) into a folder")
+    ex.add_argument("folder", metavar="DIR")
+    ex.add_argument("--profile", default="quick",
+                    help="quick (default), medium, paper, smoke or a .yml path")
+    ex.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
+    im = zsub.add_parser("import", help="copy a folder written by `zoo export` into this zoo "
+                                        "(each file checked; a training goes on from its "
+                                        "checkpoint)")
+    im.add_argument("folder", metavar="DIR")
     da = sub.add_parser("data", help="fetch the papers' datasets, or list which are present")
     dsub = da.add_subparsers(dest="data_command", required=True, metavar="ACTION")
     fe = dsub.add_parser("fetch", help="download datasets into the data root (needs a network) "
@@ -306,6 +321,28 @@ def _train(root: Path, args) -> int:
     return 0
 
 
+def _zoo(root: Path, args) -> int:
+    """``robattr zoo export|import``: models and checkpoints between zoo caches."""
+    from robattr import zoo
+    from robattr.zoo import transfer
+
+    if args.zoo_command == "export":
+        from robattr.book.pretrain import requested
+
+        models = requested(root, args.profile, args.only)
+        done = transfer.export_keys([m.key for m in models], args.folder)
+        print(f"robattr zoo export: {done.summary()} of the {len(models)} model(s) of profile "
+              f"{args.profile} -> {args.folder}")
+    else:
+        done = transfer.import_folder(args.folder)
+        print(f"robattr zoo import: {done.summary()} -> {zoo.zoo_dir()}")
+    for key, epochs in done.checkpoints.items():
+        print(f"  {key[:12]}... in progress: {epochs} epoch(s) done")
+    for name, why in done.refused.items():
+        print(f"  refused {name}: {why}", file=sys.stderr)
+    return 1 if done.refused else 0
+
+
 def _protect_values(argv: list[str]) -> list[str]:
     """``-p lam -1e-6``: argparse would read a value that starts with '-' (other than a
     plain negative number) as an option; a leading space keeps it a value, and YAML
@@ -336,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             return _plan(root, args)
         if args.command == "train":
             return _train(root, args)
+        if args.command == "zoo":
+            return _zoo(root, args)
         return _build(root, args)
     except (ParameterError, FileNotFoundError) as err:
         print(f"robattr: error: {err}", file=sys.stderr)

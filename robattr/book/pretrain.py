@@ -25,7 +25,7 @@ from robattr.book.plan import _select, declared_models, teachers, worker_threads
 from robattr.book.profiles import effective_recipe, effective_train_size, load_profile, resolve
 from robattr.targets import judged
 
-__all__ = ["Pending", "pending", "cheapest_first", "pretrain"]
+__all__ = ["Pending", "requested", "pending", "cheapest_first", "pretrain"]
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,9 @@ class Pending:
                 f"{c['epochs']} epochs")
 
 
-def pending(root=None, profile: str = "quick", only: str | None = None) -> list[Pending]:
-    """The models the notebooks of ``profile`` (matching ``only``) ask for and the zoo
-    does not hold, each once, in the order of the notebooks' first requests."""
-    from robattr import zoo
+def requested(root=None, profile: str = "quick", only: str | None = None) -> list[Pending]:
+    """The models the notebooks of ``profile`` (matching ``only``) ask for, each once, in
+    the order of the notebooks' first requests, whether the zoo holds them or not."""
     from robattr.zoo.config import _key
 
     prof = load_profile(profile)
@@ -60,13 +59,18 @@ def pending(root=None, profile: str = "quick", only: str | None = None) -> list[
                                effective_recipe(prof))
         for cfg in cfgs:
             key = _key(cfg)
-            if key in seen:
-                continue
-            seen.add(key)
-            wpath, jpath = zoo.paths(key)
-            if not (wpath.exists() and jpath.exists()):
+            if key not in seen:
+                seen.add(key)
                 out.append(Pending(key, cfg, nb.key, str(params.get("device", "auto"))))
     return out
+
+
+def pending(root=None, profile: str = "quick", only: str | None = None) -> list[Pending]:
+    """The models of :func:`requested` that the zoo does not hold yet."""
+    from robattr import zoo
+
+    return [m for m in requested(root, profile, only)
+            if not all(p.exists() for p in zoo.paths(m.key))]
 
 
 def cheapest_first(todo: list[Pending], seconds: dict[str, float]) -> list[Pending]:

@@ -24,8 +24,9 @@ weights an uninterrupted one would have; :func:`partly_trained` lists them.
 
 The package's rooms: :mod:`~robattr.zoo.config` (configuration and key),
 :mod:`~robattr.zoo.store` (files, checks, checkpoints), :mod:`~robattr.zoo.lock` (one
-trainer per model across processes) and :mod:`~robattr.zoo.log` (what was asked for and
-trained); this module trains and answers.
+trainer per model across processes), :mod:`~robattr.zoo.log` (what was asked for and
+trained) and :mod:`~robattr.zoo.transfer` (models and checkpoints carried to another
+machine's zoo, ``robattr zoo export|import``); this module trains and answers.
 """
 from __future__ import annotations
 

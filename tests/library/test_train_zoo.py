@@ -513,32 +513,19 @@ def test_ig_norm_trains_at_000s_batch_unless_told_otherwise():
 
 
 # --------------------------------------------------------------------------- resuming
-def test_an_interrupted_training_goes_on_from_its_checkpoint(tmp_path, monkeypatch):
+def test_an_interrupted_training_goes_on_from_its_checkpoint(tmp_path, monkeypatch,
+                                                             interrupt_training):
     """A zoo training stopped after an epoch is listed as partly trained, goes on from its
     checkpoint when the model is asked for again, and stores the weights an uninterrupted
     training stores; its checkpoint is gone afterwards."""
-    from robattr.train import checkpoint as ckpt_mod
-
     args = dict(epochs=3, batch_size=128, progress=False, device="cpu")
     monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "whole"))
     whole = zoo.get_model("digits", "cnn", "at", **args)
 
     monkeypatch.setenv("ROBATTR_CACHE", str(tmp_path / "cut"))
-    monkeypatch.setattr(zoo, "CHECKPOINT_SECONDS", 0.0)
-    real_save = ckpt_mod.FileCheckpoint.save
-
-    class Stop(Exception):
-        pass
-
-    def save_then_stop(self, state):
-        real_save(self, state)
-        if state["epoch"] == 1:
-            raise Stop
-
-    monkeypatch.setattr(ckpt_mod.FileCheckpoint, "save", save_then_stop)
-    with pytest.raises(Stop):
+    with pytest.raises(interrupt_training(1)):
         zoo.get_model("digits", "cnn", "at", **args)
-    monkeypatch.setattr(ckpt_mod.FileCheckpoint, "save", real_save)
+    interrupt_training(None)
     (part,) = zoo.partly_trained()
     key = zoo.config_hash("digits", "cnn", "at", epochs=3, batch_size=128)
     assert (part["key"], part["epochs_done"], part["epochs"]) == (key, 1, 3)
