@@ -7,6 +7,7 @@ the training estimates with the seconds per epoch the zoo recorded.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import platform
@@ -14,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
-from robattr.book.calibration import calibrate
+from robattr.book.calibration import _threads, calibrate
 from robattr.book.notebooks import discover, project_root
 from robattr.book.plan import ModelPlan, _hms, _n_train, _select, _zoo_key, plan
 from robattr.book.profiles import load_profile, resolve
@@ -116,7 +117,12 @@ def check_run(root, key: str, executed, profile: str = "quick", *, seconds: floa
 def check_training(device="auto", *, log: Callable[[str], None] | None = None) -> list[dict]:
     """The estimated seconds per epoch of every model in the zoo that was trained on this
     device (same device name, CPU or GPU), against the seconds per epoch the zoo recorded
-    when it trained it. One dict per model: key, model, estimate, recorded, ratio."""
+    when it trained it. On the CPU each model is priced on the thread count it trained with
+    (one per worker under ``robattr train --jobs 2`` on two cores): a step on one thread
+    takes about twice as long as on two, so pricing every record at torch's thread count
+    would misread the workers' records as a plan off by half. One dict per model: key,
+    model, threads (None where the record has none or on a GPU), estimate, recorded,
+    ratio."""
     from robattr import zoo
     from robattr.utils import get_device
 
@@ -138,15 +144,20 @@ def check_training(device="auto", *, log: Callable[[str], None] | None = None) -
         if isinstance(spe, (list, tuple)):
             spe = statistics.fmean(spe) if spe else None
         if spe:
-            metas.append((cfg, float(spe)))
-    works = [steps_of(cfg, 1) for cfg, _ in metas]
-    cal = calibrate(works, device, notebook=False, log=log)
+            threads = meta.get("threads") if device.type == "cpu" else None
+            ok = isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1
+            metas.append((cfg, float(spe), threads if ok else None))
+    costs = {}
+    for threads in dict.fromkeys(t for _, _, t in metas):
+        works = [steps_of(cfg, 1) for cfg, _, t in metas if t == threads]
+        with contextlib.nullcontext() if threads is None else _threads(threads):
+            costs[threads] = calibrate(works, device, notebook=False, log=log)
     out = []
-    for cfg, spe in metas:
+    for cfg, spe, threads in metas:
         steps = max(1, math.ceil(_n_train(cfg) / cfg["batch_size"]))
-        est = steps * cal.cost(steps_of(cfg, 1))
+        est = steps * costs[threads].cost(steps_of(cfg, 1))
         out.append({"key": _zoo_key(cfg), "model": ModelPlan("", cfg, "").label,
-                    "estimate": est, "recorded": spe, "ratio": est / spe})
+                    "threads": threads, "estimate": est, "recorded": spe, "ratio": est / spe})
     return out
 
 
@@ -181,10 +192,12 @@ def format_training_check(rows: list[dict], full: bool = False) -> str:
     ratios = sorted(r["ratio"] for r in rows)
     within = sum(1 / 3 <= x <= 3 for x in ratios)
     lines = [f"training: {len(rows)} zoo model(s) trained on this device; estimated / recorded "
-             f"seconds per epoch: median {statistics.median(ratios):.2f}, from {ratios[0]:.2f} "
+             f"seconds per epoch (each priced on the threads it trained with): median "
+             f"{statistics.median(ratios):.2f}, from {ratios[0]:.2f} "
              f"to {ratios[-1]:.2f}; {within} within a factor of 3 (a recorded time includes "
              "whatever else the machine ran then)"]
     if full:
         lines += [f"  {r['model']:55s} {r['estimate']:9.2f} s {r['recorded']:9.2f} s "
-                  f"{r['ratio']:6.2f}" for r in sorted(rows, key=lambda r: r["ratio"])]
+                  f"{r['ratio']:6.2f}" + (f"  ({r['threads']} thread(s))" if r.get("threads") else "")
+                  for r in sorted(rows, key=lambda r: r["ratio"])]
     return "\n".join(lines)

@@ -558,6 +558,44 @@ def test_check_training_compares_this_devices_models_with_their_records(fake_cos
     assert "no model" in plan_check.format_training_check([])
 
 
+def test_check_training_prices_each_model_on_the_threads_it_trained_with(fake_costs, monkeypatch):
+    import platform
+
+    import torch
+
+    here = platform.processor() or platform.machine()
+    seen = []
+
+    def by_threads(works, device="auto", **kw):
+        # a calibration whose step costs scale with 1 / threads, as a CPU-bound step's do
+        n = torch.get_num_threads()
+        seen.append(n)
+        cal = fake_calibration()
+        for w in works:
+            for key in calibration._step_keys(w.family):
+                cal.passes[key] = (1e-3 / n, 1e-5 / n)
+        return cal
+
+    monkeypatch.setattr(plan_check, "calibrate", by_threads)
+    one = zoo.config("digits", "cnn", "ce", epochs=3)
+    two = zoo.config("digits", "cnn", "ce", epochs=3, seed=1)
+    none = zoo.config("digits", "cnn", "ce", epochs=3, seed=2)
+    for c, threads in ((one, 1), (two, 2), (none, None)):
+        cache_model(c, seconds_per_epoch=1.0)
+        jpath = zoo.paths(plan._zoo_key(c))[1]
+        meta = json.loads(jpath.read_text())
+        extra = {} if threads is None else {"threads": threads}
+        jpath.write_text(json.dumps({**meta, "device": "cpu", "device_name": here, **extra}))
+    before = torch.get_num_threads()
+    rows = {r["key"]: r for r in plan_check.check_training("cpu")}
+    assert torch.get_num_threads() == before                       # the thread count restored
+    assert sorted(seen) == sorted([1, 2, before])                 # one calibration per count
+    r1, r2, r0 = (rows[plan._zoo_key(c)] for c in (one, two, none))
+    assert (r1["threads"], r2["threads"], r0["threads"]) == (1, 2, None)
+    assert r1["estimate"] == pytest.approx(2 * r2["estimate"])     # one thread: twice two's
+    assert "(1 thread(s))" in plan_check.format_training_check(list(rows.values()), full=True)
+
+
 def test_format_check_marks_runs_made_with_other_parameters():
     rows = [{"key": "a/b", "estimate": 10.0, "actual": 10.0, "ratio": 1.0, "trained": 0,
              "params_changed": True}]
