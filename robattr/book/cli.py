@@ -19,6 +19,7 @@ examples:
   robattr sweep example/digits_saliency -p epochs 2,5,15 -p arch mlp,cnn --jobs 2
   robattr plan --profile paper                   data, models to train and time, before a build
   robattr train --profile medium --jobs 2        train its models first, two at a time
+  robattr zoo list --profile medium               its models: trained (accuracy vs target) or not
   robattr zoo export kept --profile medium       its models (or checkpoints) into kept/,
   robattr zoo import kept                          and into another machine's zoo
   robattr data fetch mnist cifar10               download datasets (needs a network), decode once
@@ -126,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--profile", default="quick",
                     help="quick (default), medium, paper, smoke or a .yml path")
     ex.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
+    ls = zsub.add_parser("list", help="the models a profile's notebooks ask for: trained (with "
+                                      "its test accuracy beside its accuracy target), in "
+                                      "progress, or not trained")
+    ls.add_argument("--profile", default="quick",
+                    help="quick (default), medium, paper, smoke or a .yml path")
+    ls.add_argument("--only", metavar="PATTERN", help="glob over notebook keys, e.g. 'wang2020/*'")
+    ls.add_argument("--markdown", action="store_true", help="print a Markdown table")
     im = zsub.add_parser("import", help="copy a folder written by `zoo export` into this zoo "
                                         "(each file checked; a training goes on from its "
                                         "checkpoint)")
@@ -322,10 +330,19 @@ def _train(root: Path, args) -> int:
 
 
 def _zoo(root: Path, args) -> int:
-    """``robattr zoo export|import``: models and checkpoints between zoo caches."""
+    """``robattr zoo list|export|import``: what the zoo holds of a profile's models; models
+    and checkpoints between zoo caches."""
     from robattr import zoo
     from robattr.zoo import transfer
 
+    if args.zoo_command == "list":
+        from robattr.book import zoo_status
+
+        rows = zoo_status.statuses(root, args.profile, args.only)
+        print(f"robattr zoo list: profile {args.profile}, zoo {zoo.zoo_dir()}")
+        print("\n".join(zoo_status.table(rows, markdown=args.markdown)))
+        print(zoo_status.summary(rows))
+        return 0
     if args.zoo_command == "export":
         from robattr.book.pretrain import requested
 
