@@ -57,12 +57,24 @@ class Comparisons:
     per-image values`` of the table's models (seed 0); ``per_seed``: the same cells as
     ``seeds x images`` arrays where several seeds were trained (``SEED_CELLS``);
     ``spread``: CE's seed-to-seed spread per ``(attribution, metric)`` over ``ce_seeds``
-    seeds, for the comparisons that rest on one model per method."""
+    seeds, for the comparisons that rest on one model per method. ``models``: the trained
+    model of each name (seed 0); a comparison of two of them is guarded by their accuracy
+    targets (:func:`robattr.report.verdicts.models_fit`) on its own, so that in a claim made
+    of several comparisons ("the highest of the six") only the comparisons with a model
+    below its target are set aside, and the others still decide. A comparison of accuracy
+    itself is never guarded by it."""
 
     per_img: dict
     per_seed: dict = field(default_factory=dict)
     spread: dict = field(default_factory=dict)
     ce_seeds: int = 0
+    models: dict = field(default_factory=dict)
+
+    def _guarded(self, v, a: str, b: str, metric: str):
+        from robattr.report import verdicts
+
+        pair = [self.models[k] for k in (a, b) if k in self.models]
+        return verdicts.models_fit(v, pair) if pair and metric != "accuracy" else v
 
     def seeded(self, a: str, b: str, attr: str, metric: str) -> bool:
         """Whether both models of a comparison have several seeds for this cell."""
@@ -70,28 +82,33 @@ class Comparisons:
 
     def better(self, a: str, b: str, attr: str, metric: str, what: str, *,
                shift: float = 0.0):
-        """"``a`` (plus ``shift``) is better than ``b``" on one cell."""
+        """"``a`` (plus ``shift``) is better than ``b``" on one cell (guarded when both
+        are among :attr:`models`)."""
         from robattr.report import verdicts
 
         if self.seeded(a, b, attr, metric):
-            return verdicts.gap_seeded(self.per_seed[a, attr, metric] + shift,
-                                       self.per_seed[b, attr, metric], what=what)
+            return self._guarded(verdicts.gap_seeded(self.per_seed[a, attr, metric] + shift,
+                                                     self.per_seed[b, attr, metric], what=what),
+                                 a, b, metric)
         x, y = self.per_img[a, attr, metric] + shift, self.per_img[b, attr, metric]
         v = verdicts.gap(x, y, what=what)
-        if (attr, metric) not in self.spread:
-            return v
-        return verdicts.beyond_seeds(v, float(np.mean(x) - np.mean(y)),
-                                     self.spread[attr, metric], n_seeds=self.ce_seeds, what=what)
+        if (attr, metric) in self.spread:
+            v = verdicts.beyond_seeds(v, float(np.mean(x) - np.mean(y)),
+                                      self.spread[attr, metric], n_seeds=self.ce_seeds, what=what)
+        return self._guarded(v, a, b, metric)
 
     def not_worse(self, a: str, b: str, attr: str, metric: str, margin: float, what: str):
-        """"``a`` is as good as ``b`` or better, within ``margin``" on one cell."""
+        """"``a`` is as good as ``b`` or better, within ``margin``" on one cell (guarded
+        as :meth:`better`)."""
         from robattr.report import verdicts
 
         if self.seeded(a, b, attr, metric):
-            return verdicts.gap_seeded(self.per_seed[a, attr, metric],
-                                       self.per_seed[b, attr, metric], margin=margin, what=what)
-        return verdicts.not_worse(self.per_img[a, attr, metric], self.per_img[b, attr, metric],
-                                  margin=margin, what=what)
+            v = verdicts.gap_seeded(self.per_seed[a, attr, metric],
+                                    self.per_seed[b, attr, metric], margin=margin, what=what)
+        else:
+            v = verdicts.not_worse(self.per_img[a, attr, metric], self.per_img[b, attr, metric],
+                                   margin=margin, what=what)
+        return self._guarded(v, a, b, metric)
 
     def highest(self, best: str, others, attr: str, metric: str, log=print):
         """"``best`` has the highest cell": one comparison with each of ``others``,

@@ -77,3 +77,34 @@ def test_gap_seeded_needs_two_seeds_in_a_comparison():
     comp = Comparisons({}, per_seed={("A", "c", "m"): np.zeros((1, 3)), ("B", "c", "m"): np.zeros((3, 3))})
     with pytest.raises(ValueError, match="2 seeds"):
         comp.better("A", "B", "c", "m", "A − B")
+
+
+def _zoo_model(method, accuracy):
+    m = torch.nn.Linear(1, 1)
+    m.zoo_meta = {"test_acc": accuracy, "config": {"dataset": "cifar10", "arch": "lenet",
+                                                   "method": method, "loss": {}, "epochs": 5}}
+    return m
+
+
+def test_a_model_below_its_target_sets_aside_only_its_own_comparisons():
+    """"The highest of the others": the comparison with a model below its accuracy target is
+    not comparable and set aside; the comparisons with the models that meet theirs decide. A
+    comparison of accuracy itself is not guarded."""
+    rng = np.random.default_rng(3)
+    shifts = {"best": 1.0, "ok": 0.0, "weak": 2.0}          # "weak" beats "best" but misses
+    cells = {(k, "Grad", "RPS"): rng.normal(0, 0.2, 80) + s for k, s in shifts.items()}
+    cells.update({(k, "", "accuracy"): rng.normal(70, 1, 80) for k in shifts})
+    models = {"best": _zoo_model("l2_cosd", 0.71), "ok": _zoo_model("l2", 0.70),
+              "weak": _zoo_model("iga", 0.45)}
+    comp = Comparisons(cells, models=models)
+    assert comp.better("best", "ok", "Grad", "RPS", "w").verdict == "holds"
+    aside = comp.better("best", "weak", "Grad", "RPS", "w")
+    assert aside.verdict == "not comparable" and "iga lenet on cifar10: 45.0 %" in aside.rule
+    v = comp.highest("best", models, "Grad", "RPS", log=lambda *_: None)
+    assert v.verdict == "holds" and "1 not comparable" in v.rule
+    # unguarded, the weak model's win would have made the claim fail in part
+    bare = Comparisons(cells).highest("best", models, "Grad", "RPS", log=lambda *_: None)
+    assert bare.verdict == "holds partly"
+    assert comp.better("weak", "ok", "", "accuracy", "w").verdict != "not comparable"
+    assert comp.not_worse("best", "weak", "Grad", "RPS", margin=0.1, what="w").verdict == \
+        "not comparable"
