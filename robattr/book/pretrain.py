@@ -25,7 +25,7 @@ from robattr.book.plan import _select, declared_models, teachers, worker_threads
 from robattr.book.profiles import effective_recipe, effective_train_size, load_profile, resolve
 from robattr.targets import judged
 
-__all__ = ["Pending", "requested", "pending", "cheapest_first", "pretrain"]
+__all__ = ["Pending", "requests", "requested", "pending", "cheapest_first", "pretrain"]
 
 
 @dataclass(frozen=True)
@@ -46,22 +46,27 @@ class Pending:
                 f"{c['epochs']} epochs")
 
 
-def requested(root=None, profile: str = "quick", only: str | None = None) -> list[Pending]:
-    """The models the notebooks of ``profile`` (matching ``only``) ask for, each once, in
-    the order of the notebooks' first requests, whether the zoo holds them or not."""
+def requests(root=None, profile: str = "quick", only: str | None = None):
+    """Every model request of the notebooks of ``profile`` (matching ``only``), in notebook
+    order, repeats included: ``(zoo key, configuration, notebook key, its parameters)``."""
     from robattr.zoo.config import _key
 
     prof = load_profile(profile)
-    out, seen = [], set()
     for nb in _select(discover(project_root(root)), only):
         params = resolve(nb, prof)
-        cfgs = declared_models(nb.key, params, effective_train_size(prof, nb.key),
-                               effective_recipe(prof))
-        for cfg in cfgs:
-            key = _key(cfg)
-            if key not in seen:
-                seen.add(key)
-                out.append(Pending(key, cfg, nb.key, str(params.get("device", "auto"))))
+        for cfg in declared_models(nb.key, params, effective_train_size(prof, nb.key),
+                                   effective_recipe(prof)):
+            yield _key(cfg), cfg, nb.key, params
+
+
+def requested(root=None, profile: str = "quick", only: str | None = None) -> list[Pending]:
+    """The models the notebooks of ``profile`` (matching ``only``) ask for, each once, in
+    the order of the notebooks' first requests, whether the zoo holds them or not."""
+    out, seen = [], set()
+    for key, cfg, notebook, params in requests(root, profile, only):
+        if key not in seen:
+            seen.add(key)
+            out.append(Pending(key, cfg, notebook, str(params.get("device", "auto"))))
     return out
 
 

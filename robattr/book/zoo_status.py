@@ -70,21 +70,14 @@ def statuses(root=None, profile: str = "quick", only: str | None = None) -> list
     """Every model the notebooks of ``profile`` (matching ``only``) ask for, once, in the
     order of their first request, with what this machine's zoo holds of it."""
     from robattr import zoo
-    from robattr.book.notebooks import discover, project_root
-    from robattr.book.plan import _select, declared_models
-    from robattr.book.profiles import effective_recipe, effective_train_size, load_profile, resolve
-    from robattr.zoo.config import _key
+    from robattr.book.pretrain import requests
     from robattr.zoo.store import _Corrupt, _read_meta
 
-    prof = load_profile(profile)
     out: dict[str, ModelStatus] = {}
-    for nb in _select(discover(project_root(root)), only):
-        params = resolve(nb, prof)
-        for cfg in declared_models(nb.key, params, effective_train_size(prof, nb.key),
-                                   effective_recipe(prof)):
-            row = out.setdefault(_key(cfg), ModelStatus(_key(cfg), cfg))
-            if nb.key not in row.notebooks:
-                row.notebooks.append(nb.key)
+    for key, cfg, notebook, _ in requests(root, profile, only):
+        row = out.setdefault(key, ModelStatus(key, cfg))
+        if notebook not in row.notebooks:
+            row.notebooks.append(notebook)
     partly = {p["key"]: p["epochs_done"] for p in zoo.partly_trained()}
     for key, row in out.items():
         wpath, jpath = zoo.paths(key)
