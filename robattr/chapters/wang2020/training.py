@@ -9,6 +9,8 @@ model cost, which is more robust, how the SSR models differ.
 * :func:`better_share`: the share of cells of a table of mean AUCs where one training is better;
 * :func:`rank_trends`: per curve, the rank correlation between a training knob and robustness;
 * :func:`correct_on_training_images`: per training image a model saw, whether it is correct;
+* :func:`training_accuracy_seeded`: one setting more accurate on its training images than
+  another, with the seed rule against natural training's seed-to-seed spread;
 * :func:`hessian_top_eigenvalues`: the Gauss-Newton input Hessian's top eigenvalue per image.
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ from torch import nn
 from robattr.attack_protocol import ROBUST_DIRECTION_WANG2020
 
 __all__ = ["COST_COLUMNS", "TABLE3_PAPER_ROWS", "cost_table", "more_robust_training", "better_share", "rank_trends",
-           "correct_on_training_images", "hessian_top_eigenvalues"]
+           "correct_on_training_images", "training_accuracy_seeded", "hessian_top_eigenvalues"]
 
 #: How Table 3's cost table names its columns on the page.
 COST_COLUMNS = {"seconds_per_epoch": "s per epoch (ours, zoo)", "train_acc_pct": "train acc % (ours)",
@@ -115,6 +117,27 @@ def correct_on_training_images(model: nn.Module, x_train: torch.Tensor,
 
     seen = int((getattr(model, "zoo_meta", None) or {}).get("train_images") or len(x_train))
     return (predict(model, x_train[:seen]) == y_train[:seen]).float().cpu().numpy()
+
+
+def training_accuracy_seeded(correct_a: np.ndarray, correct_b: np.ndarray, seeds: Sequence[nn.Module],
+                             x_train: torch.Tensor, y_train: torch.Tensor, *, what: str):
+    """Setting ``a`` more accurate on its training images than setting ``b`` (one model each):
+    :func:`robattr.report.verdicts.gap` on the per-image correctness ``correct_a`` and
+    ``correct_b`` (:func:`correct_on_training_images`, the same images), then the seed rule
+    (:func:`robattr.report.verdicts.beyond_seeds`) against the spread of the same accuracy
+    over ``seeds``: models trained alike but for the seed (natural training, at least
+    :data:`robattr.report.verdicts.MIN_SEEDS`), each read on the images it trained on."""
+    from robattr.report import verdicts
+
+    correct_a, correct_b = np.asarray(correct_a, float), np.asarray(correct_b, float)
+    if correct_a.shape != correct_b.shape:
+        raise ValueError(f"correct_a and correct_b must be read on the same images, got "
+                         f"{correct_a.shape} and {correct_b.shape}")
+    spread = verdicts.seed_spread([correct_on_training_images(m, x_train, y_train).mean()
+                                   for m in seeds])
+    v = verdicts.gap(correct_a, correct_b, what=what)
+    return verdicts.beyond_seeds(v, float(correct_a.mean() - correct_b.mean()), spread,
+                                 n_seeds=len(seeds), what=what)
 
 
 def hessian_top_eigenvalues(model: nn.Module, x: torch.Tensor) -> np.ndarray:

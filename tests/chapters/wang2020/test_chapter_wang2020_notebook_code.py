@@ -248,6 +248,39 @@ def test_correct_on_training_images_reads_only_the_images_trained_on():
     assert wang2020.correct_on_training_images(m, x, y).tolist() == [1.0, 1.0, 0.0, 1.0]
 
 
+def _seeds_of_spread():
+    """Three 'natural' models whose training accuracies are 0.5, 0.625 and 0.833 (spread 0.168):
+    identity models that read the first 10, 8 and 6 of 10 images, the first 5 labelled right."""
+    x, y = torch.eye(10), torch.tensor([0, 1, 2, 3, 4, 0, 0, 0, 0, 0])
+    return [Fake(dict(train_images=n)) for n in (10, 8, 6)], x, y
+
+
+def test_training_accuracy_seeded_keeps_a_difference_beyond_the_seed_spread():
+    seeds, x, y = _seeds_of_spread()
+    a, b = np.r_[np.ones(500), np.ones(500)], np.r_[np.ones(500), np.zeros(500)]   # 1.0 vs 0.5
+    v = wang2020.training_accuracy_seeded(a, b, seeds, x, y, what="accuracy")
+    assert v.verdict == "holds"
+    assert "one model per method" in v.rule and "0.168" in v.rule
+    assert wang2020.training_accuracy_seeded(b, a, seeds, x, y, what="accuracy").verdict == "does not hold"
+
+
+def test_training_accuracy_seeded_calls_a_difference_within_the_seed_spread_inconclusive():
+    seeds, x, y = _seeds_of_spread()
+    a, b = np.r_[np.ones(600), np.zeros(400)], np.r_[np.ones(500), np.zeros(500)]   # 0.6 vs 0.5
+    from robattr.report import verdicts
+    assert verdicts.gap(a, b).verdict == "holds"                  # significant over the images
+    v = wang2020.training_accuracy_seeded(a, b, seeds, x, y, what="accuracy")
+    assert v.verdict == "inconclusive" and "cannot be told from the seed" in v.rule
+
+
+def test_training_accuracy_seeded_rejects_other_images_and_too_few_seeds():
+    seeds, x, y = _seeds_of_spread()
+    with pytest.raises(ValueError, match="same images"):
+        wang2020.training_accuracy_seeded(np.ones(3), np.ones(4), seeds, x, y, what="accuracy")
+    with pytest.raises(ValueError, match="at least 3 seeds"):
+        wang2020.training_accuracy_seeded(np.ones(3), np.ones(3), seeds[:2], x, y, what="accuracy")
+
+
 def test_hessian_top_eigenvalues_are_positive_numpy():
     net = relu_net().float()
     ev = wang2020.hessian_top_eigenvalues(net, torch.randn(3, 5))
