@@ -214,12 +214,17 @@ def show_beside_paper(compared: pd.DataFrame, *, caption: str, digits: int = 2,
     """Show :func:`beside_paper`'s table of ``compared`` (``kwargs``: its ``index``,
     ``columns``, ``orders``, ``why_ours``, ``why_paper``), with the columns of ``extra`` joined
     on the rows, rounded to ``digits``, with its reasons for missing cells and ``caption``
-    followed by :func:`references_note`."""
+    followed by :func:`references_note`. A row of ``extra`` that this run did not measure (a
+    row only the paper or a reference has) is missing for the reason of ``ours``."""
     from robattr.report import viz
 
     table, why, sources = beside_paper(compared, **kwargs)
     if extra is not None:
         table = table.join(extra)
+        gaps = [c for c in extra.columns if table[c].isna().any()]
+        if gaps and isinstance(why, dict):     # one string already covers every gap
+            ours = kwargs.get("why_ours") or "not measured in this run"
+            why = {**why, **{c: ours for c in gaps}}
     viz.show_table(table.round(digits), why=why, caption=caption + references_note(sources))
 
 

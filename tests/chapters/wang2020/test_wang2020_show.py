@@ -150,6 +150,22 @@ def test_beside_paper_without_gaps_and_with_a_gap_of_the_paper():
         wang2020.beside_paper(df, index=["metric"], columns=["attack"])
 
 
+def test_show_beside_paper_gives_extra_columns_the_reason_of_ours():
+    """Table 4 in a run with fewer betas than the paper, beside a reference with fewer still:
+    ours and the reference miss different rows (two reasons), and the columns joined from
+    ``extra`` miss the rows this run did not measure; each gap needs its reason."""
+    compared = pd.DataFrame(dict(beta=["0.3", "0.5", "0.7", "0.9"],
+                                 ours=[0.6, np.nan, np.nan, 0.5],
+                                 **{"medium ref (cifar10, abc1234)": [0.61, np.nan, np.nan, 0.49]},
+                                 paper=[0.81, 0.75, 0.7, 0.62], note=""))
+    compared.loc[1, "medium ref (cifar10, abc1234)"] = 0.7        # the reference has 0.5
+    extra = pd.DataFrame({"test acc (ours)": [0.63, 0.49]}, index=pd.Index(["0.3", "0.9"], name="beta"))
+    _, why, _ = wang2020.beside_paper(compared, index=["beta"], columns=[], why_ours="not trained")
+    assert isinstance(why, dict) and "test acc (ours)" not in why     # two reasons, by column
+    wang2020.show_beside_paper(compared, index=["beta"], columns=[], extra=extra,
+                               why_ours="not trained", caption="Table 4")
+
+
 # --------------------------------------------------------------------------- log axes
 def labels_drawn(fig, axis):
     fig.canvas.draw()
