@@ -30,6 +30,9 @@ __all__ = ["curve_bands", "attack_curves_figure", "beside_paper", "readable_log_
 NO_REFERENCE_VALUE = ("the kept reference run recorded no value for this cell (it ran other "
                       "blocks or an older version of the notebook)")
 
+#: Why a cell of ours lacks a value, unless the caller gives its own reason (``why_ours``).
+NOT_MEASURED = "not measured in this run"
+
 
 # --------------------------------------------------------------------------- attack curves
 def curve_bands(per_image: pd.DataFrame, by: Sequence[str], *, level: float = 0.95,
@@ -142,7 +145,7 @@ def beside_paper(compared: pd.DataFrame, *, index: Sequence[str], columns: Seque
     what it holds, for a caption (a reference: its data set, commit and ``stale`` flag). ``orders`` maps a key column to the order of
     its values (values not listed are dropped). Returns ``(table, why, sources)``: ``why``
     gives :func:`robattr.report.viz.show_table` a reason for every missing cell, by column (ours:
-    ``why_ours``, default not measured in this run; a reference: :data:`NO_REFERENCE_VALUE`;
+    ``why_ours``, default :data:`NOT_MEASURED`; a reference: :data:`NO_REFERENCE_VALUE`;
     the paper: ``why_paper``, default :data:`robattr.report.viz.NOT_IN_PAPER`), one string when
     a single reason covers them all."""
     from robattr.report import viz
@@ -185,7 +188,7 @@ def beside_paper(compared: pd.DataFrame, *, index: Sequence[str], columns: Seque
     for col in table.columns[table.isna().any()]:
         src = col[-1] if isinstance(col, tuple) else col
         reasons[col] = (why_paper or viz.NOT_IN_PAPER if src == paper_short
-                        else why_ours or "not measured in this run" if src == ours_short
+                        else why_ours or NOT_MEASURED if src == ours_short
                         else NO_REFERENCE_VALUE)
     why = next(iter(reasons.values())) if len(set(reasons.values())) == 1 else reasons
     sources = {short[c]: _describe(c) if short[c] != c else c for c in vals}
@@ -223,8 +226,7 @@ def show_beside_paper(compared: pd.DataFrame, *, caption: str, digits: int = 2,
         table = table.join(extra)
         gaps = [c for c in extra.columns if table[c].isna().any()]
         if gaps and isinstance(why, dict):     # one string already covers every gap
-            ours = kwargs.get("why_ours") or "not measured in this run"
-            why = {**why, **{c: ours for c in gaps}}
+            why = {**why, **{c: kwargs.get("why_ours") or NOT_MEASURED for c in gaps}}
     viz.show_table(table.round(digits), why=why, caption=caption + references_note(sources))
 
 
